@@ -1,0 +1,40 @@
+# One-command developer loop. Every target builds its own virtualenv, so a fresh
+# machine needs only python3 (>= 3.11) and make.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: install test lint format typecheck pytest demo clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev,all]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests examples
+	$(BIN)/ruff format --check src tests examples
+
+format: $(STAMP)
+	$(BIN)/ruff format src tests examples
+	$(BIN)/ruff check --fix src tests examples
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+pytest: $(STAMP)
+	$(BIN)/pytest
+
+## test: lint + format check + mypy --strict + the test suite
+test: lint typecheck pytest
+
+## demo: a full multi-step agent run (scripted model, real tools, temporary workspace)
+demo: $(STAMP)
+	$(BIN)/python examples/01_coding_agent.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -1,0 +1,113 @@
+"""The ReAct executor and everything it plugs into.
+
+``Executor`` drives a model through Thought → Action → Observation until it calls ``finish``,
+a limit stops it, or the host pauses it. It depends only on narrow protocols (``LLMCaller``,
+``ToolExecutor``, ``ContextManager``), so any provider, registry or context manager fits.
+"""
+
+from sp4rk.agent.checkpoint import (
+    CHECKPOINT_SCHEMA_VERSION,
+    CheckpointError,
+    load_checkpoint,
+    save_checkpoint,
+)
+from sp4rk.agent.config import (
+    CircuitBreakerConfig,
+    ToolResultBudget,
+    ToolTruncationConfig,
+    default_circuit_breaker_config,
+    default_tool_result_budget,
+    default_tool_truncation_config,
+)
+from sp4rk.agent.debug import DumpCaller, LoggingLLMCaller, UsageTrackingCaller
+from sp4rk.agent.events import Events, NoopEvents, RecordingEvents
+from sp4rk.agent.executor import Executor
+from sp4rk.agent.hitl import HITLHandler, HITLToolDecision, NoopHITLHandler, StepLimitResponse
+from sp4rk.agent.protocols import (
+    CompactionStrategy,
+    ContextManager,
+    InterjectionConsumer,
+    ListTrajectoryStore,
+    LLMCaller,
+    StreamingLLMCaller,
+    ToolExecutor,
+    TrajectoryStore,
+)
+from sp4rk.agent.subagent import (
+    SubAgentError,
+    SubAgentResult,
+    SubAgentTask,
+    run_sub_agent,
+    run_sub_agents_parallel,
+)
+from sp4rk.agent.types import (
+    CompactionResult,
+    ExecutorResult,
+    ExitReason,
+    FillCheck,
+    Step,
+    VulnerableOutput,
+)
+from sp4rk.agent.verify import (
+    DEFAULT_VERIFY_ON_EDIT_CAP,
+    EditVerifyResult,
+    EditVerifyRunner,
+    command_verify_runner,
+    format_verify_note,
+)
+from sp4rk.tools.builtins.finish import FinishTool, new_finish_tool
+from sp4rk.tools.context import RunContext
+from sp4rk.tools.result_cache import ToolResultCache, compute_tool_result_hash
+
+__all__ = [
+    "CHECKPOINT_SCHEMA_VERSION",
+    "DEFAULT_VERIFY_ON_EDIT_CAP",
+    "CheckpointError",
+    "CircuitBreakerConfig",
+    "CompactionResult",
+    "CompactionStrategy",
+    "ContextManager",
+    "DumpCaller",
+    "EditVerifyResult",
+    "EditVerifyRunner",
+    "Events",
+    "Executor",
+    "ExecutorResult",
+    "ExitReason",
+    "FillCheck",
+    "FinishTool",
+    "HITLHandler",
+    "HITLToolDecision",
+    "InterjectionConsumer",
+    "LLMCaller",
+    "ListTrajectoryStore",
+    "LoggingLLMCaller",
+    "NoopEvents",
+    "NoopHITLHandler",
+    "RecordingEvents",
+    "RunContext",
+    "Step",
+    "StepLimitResponse",
+    "StreamingLLMCaller",
+    "SubAgentError",
+    "SubAgentResult",
+    "SubAgentTask",
+    "ToolExecutor",
+    "ToolResultBudget",
+    "ToolResultCache",
+    "ToolTruncationConfig",
+    "TrajectoryStore",
+    "UsageTrackingCaller",
+    "VulnerableOutput",
+    "command_verify_runner",
+    "compute_tool_result_hash",
+    "default_circuit_breaker_config",
+    "default_tool_result_budget",
+    "default_tool_truncation_config",
+    "format_verify_note",
+    "load_checkpoint",
+    "new_finish_tool",
+    "run_sub_agent",
+    "run_sub_agents_parallel",
+    "save_checkpoint",
+]

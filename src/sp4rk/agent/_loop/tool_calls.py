@@ -1,0 +1,342 @@
+"""Tool execution: each call of a response, in the model's order, through the pipeline.
+
+The pipeline: repeat check, approval, the tool, the breakers, result processing.
+
+A response's steps are committed to the trajectory together once the response is done, so a
+checkpoint never holds half a response.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from typing import Any
+
+from sp4rk.agent._loop import checklist, nudges
+from sp4rk.agent._loop.breakers import (
+    Verdict,
+    call_key,
+    check_fruitless,
+    check_parse_error,
+    check_repeat,
+    check_same_tool,
+    note_result,
+    reprieve,
+)
+from sp4rk.agent._loop.finish import attempt_finish
+from sp4rk.agent._loop.replies import response_head, response_tokens
+from sp4rk.agent._loop.results import process_tool_result
+from sp4rk.agent._loop.state import RESULT_READ_TOOL, Flow, Run
+from sp4rk.agent._loop.verification import flush_verification, note_call, verification_note
+from sp4rk.agent.types import ExecutorResult, ExitReason, Step
+from sp4rk.llm.types import ChatResponse, ToolCall
+from sp4rk.tools.base import PARSE_ERROR_PREFIX, ToolResult
+from sp4rk.tools.builtins.finish import FINISH_TOOL_NAME, parse_finish_answer
+
+
+class _Next(enum.Enum):
+    CONTINUE = "continue"  # go on with the next call
+    REJECTED = "rejected"  # the human rejected it; go on, but skip post-step checks
+    BREAK = "break"  # a breaker intercepted: skip the rest of the response
+
+
+async def run_tool_calls(run: Run, response: ChatResponse) -> Flow | ExecutorResult:
+    """Process every tool call of ``response``; return how the step ended, or the result."""
+    run.counters.truncations = 0
+    calls = response.message.tool_calls
+    group = run.next_group(len(calls))
+    first_head = response_head(response)
+    tokens = response_tokens(response)
+    flow = Flow.COMPLETED
+    last = len(calls) - 1
+    for idx, call in enumerate(calls):
+        head = first_head if idx == 0 else {}
+        if call.name == FINISH_TOOL_NAME:
+            outcome = await _finish_call(run, call, idx, head, tokens, group)
+            if isinstance(outcome, ExecutorResult):
+                return outcome
+            if outcome is Flow.COMPLETED:
+                break  # a gate rejected the finish: the rest of the response is dropped
+            continue
+        step_outcome = await _tool_call(run, call, idx, idx == last, head, tokens, group)
+        if isinstance(step_outcome, ExecutorResult):
+            return step_outcome
+        if step_outcome is not _Next.CONTINUE:
+            flow = Flow.INTERCEPTED
+        if step_outcome is _Next.BREAK:
+            break
+    await flush_verification(run)
+    run.commit()
+    return flow
+
+
+async def _finish_call(
+    run: Run, call: ToolCall, idx: int, head: dict[str, Any], tokens: int, group: int
+) -> Flow | ExecutorResult | None:
+    try:
+        answer = parse_finish_answer(call.input)
+    except ValueError as exc:
+        verdict = check_parse_error(run, FINISH_TOOL_NAME, True, True)
+        observation = str(exc)
+        if verdict is Verdict.ABORT:
+            return await _parse_abort(run, call, idx, head, tokens, group, observation)
+        run.diag(
+            "parse_error_nudge",
+            tool=FINISH_TOOL_NAME,
+            consecutive_parse_errors=run.counters.parse_count,
+        )
+        observation += "\n\n" + nudges.parse_error_note(
+            run.counters.parse_count, observation, call.input
+        )
+        run.record(_step(head, call, observation, True, tokens, group))
+        return None
+    return await attempt_finish(
+        run, answer, call=call, call_idx=idx, head=head, tokens=tokens, group=group
+    )
+
+
+async def _tool_call(
+    run: Run, call: ToolCall, idx: int, last: bool, head: dict[str, Any], tokens: int, group: int
+) -> _Next | ExecutorResult:
+    name, raw = call.name, call.input
+    source = run.tools.get_tool_source(name) if name in run.task_tool_names else "core"
+    run.emit("tool_call", run.step, idx, _display_name(run, call), raw, source)
+
+    key = call_key(name, raw)
+    verdict = check_repeat(run, key)
+    if verdict is not Verdict.OK:
+        return await _repeat_intercept(run, call, idx, head, tokens, group, verdict)
+
+    decision = await run.s.hitl.on_tool_call(run.ctx, name, raw)
+    exec_input, approved = raw, False
+    if decision is not None:
+        if not decision.allow:
+            observation = f"[Tool call rejected: {decision.reason or 'rejected by user'}]"
+            if last:
+                observation = _join(observation, await verification_note(run))
+            run.emit("tool_result", run.step, idx, len(observation), observation, True)
+            run.record(_step(head, call, observation, True, tokens, group))
+            return _Next.REJECTED
+        approved = True
+        if decision.modified_input:
+            exec_input = decision.modified_input
+
+    result = await _execute(run, name, exec_input, approved)
+    note_result(run.counters, key, result.is_error)
+    content, is_error = result.content, result.is_error
+    untrusted = run.own_result_reader if name == RESULT_READ_TOOL else False
+    untrusted = untrusted or run.tools.is_tool_untrusted(name)
+
+    # Breakers look at the raw result; one call trips at most one of them.
+    breaker, verdict = "fruitless", check_fruitless(run, name, content, is_error)
+    if verdict is Verdict.OK:
+        breaker, verdict = "same_tool", check_same_tool(run, name, key, content, is_error)
+    observation = content or "(no output)"
+    if verdict is Verdict.OK:
+        is_parse_error = is_error and PARSE_ERROR_PREFIX in content
+        verdict = check_parse_error(run, name, is_parse_error, is_error)
+        if verdict is Verdict.NUDGE:
+            run.diag(
+                "parse_error_nudge",
+                tool=name,
+                consecutive_parse_errors=run.counters.parse_count,
+            )
+            observation += "\n\n" + nudges.parse_error_note(
+                run.counters.parse_count, content, exec_input
+            )
+            verdict = Verdict.OK
+        breaker = "parse_error"
+
+    observation, cache_hash = process_tool_result(
+        run, name, exec_input, content, observation, source
+    )
+    note_call(run, name, is_error)
+    if last:
+        observation = _join(observation, await verification_note(run))
+    run.emit("tool_result", run.step, idx, len(observation), observation, is_error)
+    step = Step(
+        **head,
+        action=call,
+        observation=observation,
+        is_error=is_error,
+        tokens_used=tokens,
+        response_group=group,
+        is_untrusted=untrusted,
+        cache_hash=cache_hash,
+    )
+    extras = _pre_compaction_warning(run) if last else ""
+    step.observation += extras + checklist.batching_suffix(run, step)
+
+    if verdict is Verdict.OK:
+        run.record(step)
+        return _Next.CONTINUE
+    return await _breaker_trip(run, step, breaker, verdict)
+
+
+async def _execute(run: Run, name: str, input: str, approved: bool) -> ToolResult:
+    """Run one tool; every failure becomes an error result (cancellation propagates)."""
+    if name not in run.offered:
+        available = ", ".join(sorted(run.offered))
+        return ToolResult(f"tool not found: {name}. Available tools: {available}", is_error=True)
+    ctx = run.tool_ctx.replace(tool_call_approved=True) if approved else run.tool_ctx
+    try:
+        if name == RESULT_READ_TOOL and run.own_result_reader:
+            result = await run.result_reader.execute(ctx, input)
+        else:
+            result = await run.tools.execute(ctx, name, input)
+    except Exception as exc:
+        run.log.warning("tool %r failed: %s: %s", name, type(exc).__name__, exc, exc_info=True)
+        return ToolResult(f"{type(exc).__name__}: {exc}", is_error=True)
+    if not isinstance(result, ToolResult):
+        return ToolResult(
+            f"tool {name!r} returned a {type(result).__name__} instead of a ToolResult",
+            is_error=True,
+        )
+    return result
+
+
+async def _repeat_intercept(
+    run: Run,
+    call: ToolCall,
+    idx: int,
+    head: dict[str, Any],
+    tokens: int,
+    group: int,
+    verdict: Verdict,
+) -> _Next | ExecutorResult:
+    """An identical call was repeated: it does not run; nudge, or abort unless reprieved."""
+    count = run.counters.repeat_count
+    if verdict is Verdict.NUDGE:
+        message = nudges.repeat_nudge(call.name, count, run.counters.repeat_last_error)
+        run.diag("repeated_tool_call_nudge", tool=call.name, repeat_count=count)
+        run.emit("tool_result", run.step, idx, len(message), message, True)
+        run.record(_step(head, call, message, True, tokens, group))
+        return _Next.BREAK
+    run.diag("repeated_tool_call_abort", tool=call.name, repeat_count=count)
+    message = nudges.repeat_abort(call.name, count)
+    run.emit("tool_result", run.step, idx, len(message), message, True)
+    nudge = await reprieve(run, "repeat")
+    if nudge is None:
+        return await _end(run, message, ExitReason.REPEAT_ABORT)
+    run.record(
+        _step(head, call, "Not executed: " + message.removeprefix("Aborted: "), True, tokens, group)
+    )
+    run.pending[-1].user_nudge = nudge
+    return _Next.BREAK
+
+
+async def _breaker_trip(
+    run: Run, step: Step, breaker: str, verdict: Verdict
+) -> _Next | ExecutorResult:
+    """A breaker tripped on an executed call: record the call, then nudge or abort."""
+    assert step.action is not None
+    tool = step.action.name
+    c = run.counters
+    count = {"fruitless": c.fruitless, "same_tool": c.same_count, "parse_error": c.parse_count}[
+        breaker
+    ]
+    if verdict is Verdict.NUDGE:
+        if breaker == "fruitless":
+            step.user_nudge = nudges.fruitless_nudge(count)
+            run.diag("fruitless_nudge", consecutive=count)
+        else:
+            step.user_nudge = nudges.same_tool_nudge(tool, count)
+            run.diag("same_tool_repeat_nudge", tool=tool, consecutive=count)
+        run.record(step)
+        return _Next.BREAK
+    abort_event, message, reason = {
+        "fruitless": ("fruitless_abort", nudges.fruitless_abort(count), ExitReason.FRUITLESS_ABORT),
+        "same_tool": (
+            "same_tool_repeat_abort",
+            nudges.same_tool_abort(tool, count),
+            ExitReason.SAME_TOOL_ABORT,
+        ),
+        "parse_error": (
+            "parse_error_abort",
+            nudges.parse_error_abort(tool, count),
+            ExitReason.PARSE_ERROR_ABORT,
+        ),
+    }[breaker]
+    details: dict[str, Any] = {"consecutive": count}
+    if breaker == "parse_error":
+        details = {"tool": tool, "consecutive_parse_errors": count}
+    elif breaker == "same_tool":
+        details["tool"] = tool
+    run.diag(abort_event, **details)
+    nudge = await reprieve(run, breaker)
+    if nudge is not None:
+        step.user_nudge = nudge
+    run.record(step)
+    if nudge is None:
+        return await _end(run, message, reason)
+    return _Next.BREAK
+
+
+async def _parse_abort(
+    run: Run,
+    call: ToolCall,
+    idx: int,
+    head: dict[str, Any],
+    tokens: int,
+    group: int,
+    observation: str,
+) -> Flow | ExecutorResult | None:
+    step = _step(head, call, observation, True, tokens, group)
+    outcome = await _breaker_trip(run, step, "parse_error", Verdict.ABORT)
+    if isinstance(outcome, ExecutorResult):
+        return outcome
+    return Flow.COMPLETED
+
+
+async def _end(run: Run, output: str, reason: ExitReason) -> ExecutorResult:
+    """End the run mid-response: verify pending edits, commit, return unfinished."""
+    await flush_verification(run)
+    return run.result(output, reason, finished=False)
+
+
+def _pre_compaction_warning(run: Run) -> str:
+    """Once the context nears compaction, name the outputs about to be pruned."""
+    percent = run.s.pre_warning_percent
+    if percent <= 0 or run.pre_warning_done:
+        return ""
+    fill = run.cw.check_fill()
+    if fill.status != "ok" or fill.percent < percent:
+        return ""
+    outputs = run.cw.vulnerable_outputs()
+    if not outputs:
+        return ""
+    run.pre_warning_done = True
+    run.diag("pre_compaction_nudge", fill_percent=fill.percent, vulnerable_count=len(outputs))
+    return "\n\n" + nudges.pre_compaction_warning(
+        fill.percent, [(o.tool_name, o.input_hint) for o in outputs]
+    )
+
+
+def _display_name(run: Run, call: ToolCall) -> str:
+    """``"<tool> (cached)"`` for a ``tool_result_read`` of a known hash, else the name."""
+    if call.name != RESULT_READ_TOOL or run.cache is None:
+        return call.name
+    try:
+        data = json.loads(call.input)
+    except json.JSONDecodeError:
+        return call.name
+    key = data.get("hash") if isinstance(data, dict) else None
+    entry = run.cache.lookup(key) if isinstance(key, str) else None
+    return f"{entry.tool_name} (cached)" if entry is not None else call.name
+
+
+def _step(
+    head: dict[str, Any], call: ToolCall, observation: str, is_error: bool, tokens: int, group: int
+) -> Step:
+    return Step(
+        **head,
+        action=call,
+        observation=observation,
+        is_error=is_error,
+        tokens_used=tokens,
+        response_group=group,
+    )
+
+
+def _join(observation: str, note: str) -> str:
+    return f"{observation}\n\n{note}" if note else observation

@@ -1,0 +1,56 @@
+"""Verify-on-edit inside the loop: mark edits, run the check once per response, attach the note."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+from sp4rk.agent._loop.state import Run
+from sp4rk.agent.verify import EDIT_TOOLS, EditVerifyResult, format_verify_note
+
+#: Longest a verify runner may take before the edit is reported as not verified, in seconds.
+RUNNER_TIMEOUT = 900.0
+
+
+def note_call(run: Run, tool: str, is_error: bool) -> None:
+    """A successful write or edit schedules a verification at the end of the response."""
+    if run.s.verify_runner is not None and tool in EDIT_TOOLS and not is_error:
+        run.verify_pending = True
+
+
+async def verification_note(run: Run) -> str:
+    """Run the pending verification (if any) and return its note, else ``""``."""
+    runner = run.s.verify_runner
+    if not run.verify_pending or runner is None:
+        return ""
+    run.verify_pending = False
+    try:
+        result = await asyncio.wait_for(runner(run.tool_ctx), RUNNER_TIMEOUT)
+    except TimeoutError:
+        result = EditVerifyResult(timed_out=True, timeout=RUNNER_TIMEOUT)
+    except Exception as exc:
+        run.log.warning("verify-on-edit runner raised", exc_info=True)
+        result = EditVerifyResult(error=exc)
+    if not isinstance(result, EditVerifyResult):
+        result = EditVerifyResult(
+            error=TypeError(f"the verify runner returned {type(result).__name__}")
+        )
+    run.diag("verify_on_edit", exit_code=result.exit_code, timed_out=result.timed_out)
+    return format_verify_note(result, run.s.verify_max_chars)
+
+
+async def flush_verification(run: Run) -> None:
+    """Run a verification the response left pending; attach it to its last tool observation."""
+    note = await verification_note(run)
+    if note:
+        attach_note(run, note)
+
+
+def attach_note(run: Run, note: str) -> None:
+    """Append ``note`` to the observation of the current response's last tool step."""
+    for i in range(len(run.pending) - 1, -1, -1):
+        step = run.pending[i]
+        if step.action is not None:
+            joined = f"{step.observation}\n\n{note}" if step.observation else note
+            run.pending[i] = dataclasses.replace(step, observation=joined)
+            return

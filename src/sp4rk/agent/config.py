@@ -1,0 +1,81 @@
+"""Tunable thresholds, grouped in dataclasses whose defaults are the reference's numbers."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from sp4rk.llm.types import _Serializable
+from sp4rk.tools.truncation import ToolTruncationConfig, default_tool_truncation_config
+
+__all__ = [
+    "CircuitBreakerConfig",
+    "ToolResultBudget",
+    "ToolTruncationConfig",
+    "default_circuit_breaker_config",
+    "default_tool_result_budget",
+    "default_tool_truncation_config",
+]
+
+
+@dataclass(slots=True)
+class CircuitBreakerConfig(_Serializable):
+    """Loop-protection thresholds. Each counts consecutive events; ``0`` switches one off.
+
+    A breaker nudges the model when its count reaches the nudge threshold and aborts the run
+    (after asking the HITL handler for a reprieve) when it reaches the abort threshold.
+    """
+
+    repeat_nudge_threshold: int = 3
+    """Identical calls (same tool, same arguments) before a nudge."""
+    repeat_abort_threshold: int = 5
+    """Identical calls before the run aborts."""
+    truncation_abort_threshold: int = 3
+    """Responses cut at the output-token limit while calling tools, before abort."""
+    parse_error_abort_threshold: int = 3
+    """Input parse errors on the same tool before abort."""
+    fruitless_nudge_threshold: int = 5
+    """Calls returning at most ``fruitless_max_result_len`` characters, before a nudge."""
+    fruitless_abort_threshold: int = 8
+    """Such fruitless calls before abort."""
+    fruitless_max_result_len: int = 48
+    """Result length (characters) at or below which a call counts as fruitless."""
+    same_tool_repeat_nudge_threshold: int = 8
+    """Calls of one tool with varied arguments but similar-sized results, before a nudge."""
+    same_tool_repeat_abort_threshold: int = 12
+    """Such calls before abort."""
+    same_tool_result_size_delta: int = 128
+    """Largest difference in result length (characters) that counts as "similar"."""
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            if getattr(self, f.name) < 0:
+                raise ValueError(f"CircuitBreakerConfig.{f.name} must be >= 0")
+
+
+def default_circuit_breaker_config() -> CircuitBreakerConfig:
+    """A fresh :class:`CircuitBreakerConfig` with the default thresholds."""
+    return CircuitBreakerConfig()
+
+
+@dataclass(slots=True)
+class ToolResultBudget(_Serializable):
+    """Stage 2 of truncation: the most of the context one tool result may take.
+
+    A result is cut to ``min(hard_cap_tokens, max_fill_fraction × available tokens)``, but
+    never below 256 tokens. ``hard_cap_tokens=0`` switches Stage 2 off.
+    """
+
+    hard_cap_tokens: int = 30_000
+    max_fill_fraction: float = 0.4
+
+    def __post_init__(self) -> None:
+        if self.hard_cap_tokens < 0:
+            raise ValueError("ToolResultBudget.hard_cap_tokens must be >= 0")
+        if not 0 < self.max_fill_fraction <= 1:
+            raise ValueError("ToolResultBudget.max_fill_fraction must be in (0, 1]")
+
+
+def default_tool_result_budget() -> ToolResultBudget:
+    """A fresh :class:`ToolResultBudget`: 30 000 tokens, at most 40 % of the free window."""
+    return ToolResultBudget()

@@ -1,0 +1,170 @@
+"""LLM caller decorators for debugging: full JSONL dumps, token-usage logs, usage totals.
+
+Each wraps an ``LLMCaller``, forwards the response or exception untouched, forwards streaming
+when the inner caller streams, and stacks with the others.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from sp4rk.agent.protocols import LLMCaller, StreamingLLMCaller
+from sp4rk.llm.types import ChatRequest, ChatResponse, TokenUsage
+
+
+class _Decorator:
+    """Shared plumbing: ``call`` and ``call_stream`` both go through ``_around``."""
+
+    def __init__(self, inner: LLMCaller) -> None:
+        self.inner = inner
+
+    async def call(self, request: ChatRequest) -> ChatResponse:
+        """Call the inner caller."""
+        return await self._around(request, lambda: self.inner.call(request))
+
+    async def _around(self, request: ChatRequest, send: Callable[[], Any]) -> ChatResponse:
+        response: ChatResponse = await send()
+        return response
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for attributes this class lacks: expose call_stream when inner has it.
+        if name == "call_stream" and isinstance(self.inner, StreamingLLMCaller):
+            inner = self.inner
+
+            async def call_stream(
+                request: ChatRequest, on_text: Callable[[str], None]
+            ) -> ChatResponse:
+                return await self._around(request, lambda: inner.call_stream(request, on_text))
+
+            return call_stream
+        raise AttributeError(name)
+
+
+class DumpCaller(_Decorator):
+    """Writes every request and response as one JSON object per line to ``writer``.
+
+    Records: ``{"ts", "direction": "request"|"response", "data", "error"}`` with a UTC ISO-8601
+    timestamp; ``error`` appears only on a failed call (``data`` is then ``null``). With
+    ``writer=None`` nothing is written. Write failures are logged (through ``logger``, if
+    given) and never affect the call.
+    """
+
+    def __init__(
+        self, inner: LLMCaller, writer: Any | None, logger: logging.Logger | None = None
+    ) -> None:
+        super().__init__(inner)
+        self.writer = writer
+        self.logger = logger
+        self._lock = threading.Lock()
+
+    async def _around(self, request: ChatRequest, send: Callable[[], Any]) -> ChatResponse:
+        if self.writer is None:
+            return await super()._around(request, send)
+        self._write({"direction": "request", "data": request.to_dict()})
+        try:
+            response: ChatResponse = await send()
+        except Exception as exc:
+            self._write({"direction": "response", "data": None, "error": str(exc)})
+            raise
+        self._write({"direction": "response", "data": response.to_dict()})
+        return response
+
+    def _write(self, record: dict[str, Any]) -> None:
+        line = json.dumps(
+            {"ts": datetime.now(UTC).isoformat(timespec="microseconds"), **record},
+            ensure_ascii=False,
+        )
+        try:
+            with self._lock:
+                assert self.writer is not None
+                self.writer.write(line + "\n")
+                flush = getattr(self.writer, "flush", None)
+                if callable(flush):
+                    flush()
+        except Exception:
+            if self.logger is not None:
+                self.logger.debug("dump write failed", exc_info=True)
+
+
+class LoggingLLMCaller(_Decorator):
+    """Logs each request and its token usage at DEBUG, and failures at WARNING.
+
+    ``provider`` is a label for the records. With ``logger=None`` nothing is logged.
+    """
+
+    def __init__(self, inner: LLMCaller, provider: str, logger: logging.Logger | None) -> None:
+        super().__init__(inner)
+        self.provider = provider
+        self.logger = logger
+
+    async def _around(self, request: ChatRequest, send: Callable[[], Any]) -> ChatResponse:
+        log = self.logger
+        if log is None:
+            return await super()._around(request, send)
+        log.debug(
+            "llm: request provider=%s model=%s messages=%d tools=%d",
+            self.provider,
+            request.model,
+            len(request.messages),
+            len(request.tools),
+        )
+        try:
+            response: ChatResponse = await send()
+        except Exception as exc:
+            log.warning("llm: call failed provider=%s error=%s", self.provider, exc)
+            raise
+        u = response.usage
+        log.debug(
+            "llm: token usage provider=%s model=%s input_tokens=%d output_tokens=%d "
+            "total_tokens=%d stop_reason=%s tool_calls=%d",
+            self.provider,
+            response.model or request.model,
+            u.input_tokens,
+            u.output_tokens,
+            u.total_tokens,
+            response.stop_reason,
+            len(response.message.tool_calls),
+        )
+        return response
+
+
+class UsageTrackingCaller(_Decorator):
+    """Sums token usage per model across every call (thread-safe).
+
+    ``totals()`` gives ``{model: TokenUsage}``; ``total()`` the sum over models. The model is
+    the response's, else the request's, else ``""``.
+    """
+
+    def __init__(self, inner: LLMCaller) -> None:
+        super().__init__(inner)
+        self._lock = threading.Lock()
+        self._by_model: dict[str, TokenUsage] = {}
+
+    async def _around(self, request: ChatRequest, send: Callable[[], Any]) -> ChatResponse:
+        response: ChatResponse = await send()
+        model = response.model or request.model
+        with self._lock:
+            usage = self._by_model.setdefault(model, TokenUsage())
+            usage.input_tokens += response.usage.input_tokens
+            usage.output_tokens += response.usage.output_tokens
+        return response
+
+    def totals(self) -> dict[str, TokenUsage]:
+        """Usage per model (copies)."""
+        with self._lock:
+            return {
+                m: TokenUsage(u.input_tokens, u.output_tokens) for m, u in self._by_model.items()
+            }
+
+    def total(self) -> TokenUsage:
+        """Usage summed over all models."""
+        with self._lock:
+            return TokenUsage(
+                sum(u.input_tokens for u in self._by_model.values()),
+                sum(u.output_tokens for u in self._by_model.values()),
+            )

@@ -1,0 +1,254 @@
+"""``Executor``: configuration, the single-flight guard, and the ``run``/``run_sync`` entry points.
+
+The loop itself lives in :mod:`sp4rk.agent._loop`, one module per lifecycle phase.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Sequence
+
+from sp4rk._internal.aio import run_sync
+from sp4rk.agent._loop.lifecycle import run_loop
+from sp4rk.agent._loop.state import (
+    ExecutorSettings,
+    FinishGuard,
+    MessageSource,
+    PauseChecker,
+    Run,
+)
+from sp4rk.agent.config import (
+    CircuitBreakerConfig,
+    ToolResultBudget,
+    ToolTruncationConfig,
+    default_circuit_breaker_config,
+    default_tool_result_budget,
+    default_tool_truncation_config,
+)
+from sp4rk.agent.events import Events
+from sp4rk.agent.hitl import HITLHandler
+from sp4rk.agent.protocols import ContextManager, LLMCaller, ToolExecutor
+from sp4rk.agent.types import ExecutorResult, Step
+from sp4rk.agent.verify import EditVerifyRunner
+from sp4rk.llm.tokens import SimpleTokenCounter, TokenCounter
+from sp4rk.tools.base import ToolDescriptor
+from sp4rk.tools.context import RunContext
+from sp4rk.tools.result_cache import ToolResultCache
+from sp4rk.tools.stores import InMemoryFactStore
+
+_log = logging.getLogger("sp4rk.agent")
+_log.addHandler(logging.NullHandler())
+
+
+class Executor:
+    """Drives an agent through Thought → Action → Observation until its task is done.
+
+    Args:
+        llm: the model (a provider, a router, or ``sp4rk.llm.testing.ScriptedLLM``).
+        tools: runs the tools (usually a ``Registry``).
+        max_steps: step budget; at the budget ``hitl.on_step_limit`` decides whether to go on.
+        token_counter: counts tokens for the tool-result budget (default: 4 bytes/token).
+        events: lifecycle event sink (default: no-op).
+        suppress_assistant_events: hide ``assistant_chunk``/``assistant_done`` (sub-agents).
+        tool_result_budget: Stage 2 truncation (default: 30 000 tokens, 40 % of the window).
+        circuit_breaker: loop-protection thresholds (default: the reference's numbers).
+        hitl: human-in-the-loop handler (default: approves nothing explicitly, denies limits).
+        resume_steps: a checkpoint to continue from; seed the context manager with the same
+            steps (``ContextWindow.seed_steps``). They count against ``max_steps``.
+        pause_checker: ``fn(ctx) -> bool`` checked at every step boundary.
+        user_message_source: ``fn(ctx) -> str`` polled at every boundary for a live message.
+
+    One executor runs one thing at a time: a second ``run`` while one is in flight raises
+    ``RuntimeError``. Build a fresh executor per concurrent run (see ``run_sub_agents_parallel``).
+    """
+
+    def __init__(
+        self,
+        llm: LLMCaller,
+        tools: ToolExecutor,
+        max_steps: int,
+        *,
+        token_counter: TokenCounter | None = None,
+        events: Events | None = None,
+        suppress_assistant_events: bool = False,
+        tool_result_budget: ToolResultBudget | None = None,
+        circuit_breaker: CircuitBreakerConfig | None = None,
+        hitl: HITLHandler | None = None,
+        resume_steps: Sequence[Step] | None = None,
+        pause_checker: PauseChecker | None = None,
+        user_message_source: MessageSource | None = None,
+    ) -> None:
+        if not isinstance(llm, LLMCaller):
+            raise TypeError(f"llm must have an async call(request) method, got {llm!r}")
+        if not isinstance(tools, ToolExecutor):
+            raise TypeError(
+                "tools must satisfy ToolExecutor (execute, get_tool_source, is_tool_untrusted, "
+                f"cache_strategy); got {tools!r}. Use sp4rk.tools.Registry."
+            )
+        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+            raise ValueError(f"max_steps must be a positive int, got {max_steps!r}")
+        self._llm = llm
+        self._tools = tools
+        self._settings = ExecutorSettings(
+            max_steps=max_steps,
+            token_counter=token_counter or SimpleTokenCounter(),
+            events=events if events is not None else Events(),
+            suppress_assistant_events=suppress_assistant_events,
+            tool_result_budget=copy.copy(tool_result_budget or default_tool_result_budget()),
+            circuit_breaker=copy.copy(circuit_breaker or default_circuit_breaker_config()),
+            hitl=hitl if hitl is not None else HITLHandler(),
+            resume_steps=list(resume_steps or ()),
+            pause_checker=pause_checker,
+            user_message_source=user_message_source,
+            logger=_log,
+            tool_cache=ToolResultCache(),
+            per_tool_truncation=default_tool_truncation_config(),
+        )
+        self._running = False
+        self._response_groups = 0
+        self.last_steps: list[Step] = []
+        """The trajectory of the latest run, also after it raised."""
+
+    # --- configuration --------------------------------------------------------------------
+
+    def set_logger(self, logger: logging.Logger) -> None:
+        """Log through ``logger`` instead of ``logging.getLogger("sp4rk.agent")``."""
+        self._settings.logger = logger
+
+    def set_reasoning_effort(self, effort: str) -> None:
+        """Reasoning effort sent with every LLM call (``""`` = provider default)."""
+        self._settings.reasoning_effort = effort
+
+    def set_tool_cache(self, cache: ToolResultCache | None) -> None:
+        """Share ``cache`` (for example between sub-agents); ``None`` disables caching."""
+        self._settings.tool_cache = cache
+
+    def set_per_tool_truncation(self, config: dict[str, ToolTruncationConfig] | None) -> None:
+        """Stage 1 limits per tool (deep-copied); ``None`` switches Stage 1 off."""
+        self._settings.per_tool_truncation = copy.deepcopy(dict(config or {}))
+
+    def set_pre_warning_percent(self, percent: int) -> None:
+        """Fill percentage at which the model is told to save findings (0 = never).
+
+        Raises:
+            ValueError: outside 0–100.
+        """
+        if not 0 <= percent <= 100:
+            raise ValueError("pre-warning percent must be between 0 and 100")
+        self._settings.pre_warning_percent = percent
+
+    def set_finish_guard(self, guard: FinishGuard | None) -> None:
+        """``fn(ctx) -> str | None`` (sync or async) asked before a finish is accepted.
+
+        A non-empty string (or an exception) rejects the first finish with that reason; the
+        next finish attempt is accepted whatever the guard says.
+        """
+        self._settings.finish_guard = guard
+
+    def add_non_cacheable_tools(self, *names: str) -> None:
+        """Tools whose results are cached only when truncated (meta-tools of your own)."""
+        self._settings.non_cacheable.update(names)
+
+    def set_mutation_required(self, required: bool) -> None:
+        """Require a successful file change before finishing."""
+        self._settings.mutation_required = required
+
+    def set_checklist_gate_enabled(self, enabled: bool) -> None:
+        """Switch the checklist gate (on by default when ``update_checklist`` is offered)."""
+        self._settings.checklist_gate = enabled
+
+    def set_plan_context(self, step_id: str, index: int, total: int) -> None:
+        """Tag events and log records with the plan step this executor works on."""
+        self._settings.plan_step_id = step_id
+        self._settings.plan_index = index
+        self._settings.plan_total = total
+
+    def set_hitl_handler(self, handler: HITLHandler | None) -> None:
+        """Replace the human-in-the-loop handler (``None`` restores the default)."""
+        self._settings.hitl = handler if handler is not None else HITLHandler()
+
+    def set_verify_on_edit(
+        self, runner: EditVerifyRunner | None, max_output_chars: int = 0
+    ) -> None:
+        """Run ``runner`` after each response that wrote or edited a file (``None`` disables).
+
+        ``max_output_chars <= 0`` keeps the default cap of 4000 characters.
+        """
+        self._settings.verify_runner = runner
+        self._settings.verify_max_chars = max_output_chars
+
+    def set_pause_checker(self, checker: PauseChecker | None) -> None:
+        """``fn(ctx) -> bool`` checked at every step boundary; ``True`` pauses the run."""
+        self._settings.pause_checker = checker
+
+    def set_user_message_source(self, source: MessageSource | None) -> None:
+        """``fn(ctx) -> str`` polled at every boundary; a non-empty message reaches the model."""
+        self._settings.user_message_source = source
+
+    # --- running --------------------------------------------------------------------------
+
+    async def run(
+        self,
+        task_tools: Sequence[ToolDescriptor],
+        cw: ContextManager,
+        ctx: RunContext | None = None,
+    ) -> ExecutorResult:
+        """Run the loop until the task is finished, the run is paused, or a limit stops it.
+
+        Args:
+            task_tools: the tools offered this run (``finish`` is added automatically, and
+                ``tool_result_read`` when a result cache is set).
+            cw: the context manager that owns the prompt history.
+            ctx: values shared with tools (workspace, stores, trajectory store).
+
+        Returns:
+            The result; ``paused=True`` when the pause checker stopped the run.
+
+        Raises:
+            RuntimeError: when this executor is already running.
+            LLMError: when the model call fails (after the provider's own retries).
+            ContextWindowExceededError: when the context stays full after compaction.
+            asyncio.CancelledError: when the task awaiting ``run`` is cancelled.
+        """
+        if self._running:
+            raise RuntimeError(
+                "this Executor is already running; runs on one instance must not overlap. "
+                "Create one Executor per concurrent run."
+            )
+        self._running = True
+        context = ctx or RunContext()
+        if context.fact_store is None:
+            context = context.replace(fact_store=InMemoryFactStore())
+        run = Run(
+            copy.copy(self._settings),
+            self._llm,
+            self._tools,
+            task_tools,
+            cw,
+            context,
+            self._response_groups,
+        )
+        try:
+            return await run_loop(run)
+        except BaseException:
+            run.commit()  # calls that completed before the failure stay in the trajectory
+            raise
+        finally:
+            self._response_groups = run.group_counter
+            self.last_steps = list(run.all_steps)
+            self._running = False
+            run.sync_trajectory()
+
+    def run_sync(
+        self,
+        task_tools: Sequence[ToolDescriptor],
+        cw: ContextManager,
+        ctx: RunContext | None = None,
+    ) -> ExecutorResult:
+        """Blocking twin of :meth:`run`, for scripts.
+
+        Raises:
+            RuntimeError: when called inside a running event loop; ``await run(...)`` there.
+        """
+        return run_sync(lambda: self.run(task_tools, cw, ctx), "executor.run")

@@ -1,0 +1,100 @@
+"""Sub-agents: run a task on its own executor, alone or many at once.
+
+An executor runs one thing at a time, so every task brings a fresh ``Executor`` and context
+manager; the LLM caller, the tool registry, the result cache and the stores may be shared.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from sp4rk.agent._loop.replies import looks_like_printed_tool_call
+from sp4rk.agent.events import Events
+from sp4rk.agent.executor import Executor
+from sp4rk.agent.protocols import ContextManager
+from sp4rk.agent.types import Step
+from sp4rk.tools.base import ToolDescriptor
+from sp4rk.tools.context import RunContext
+
+
+@dataclass(slots=True)
+class SubAgentTask:
+    """One task for a sub-agent: its executor, context manager, tools and description."""
+
+    step_id: str
+    executor: Executor
+    cm: ContextManager
+    tools: Sequence[ToolDescriptor]
+    description: str
+    events: Events | None = None
+    ctx: RunContext | None = None
+
+
+@dataclass(slots=True)
+class SubAgentResult:
+    """How a sub-agent's task ended. ``success`` means finished with a clean answer."""
+
+    step_id: str
+    output: str = ""
+    steps: list[Step] = field(default_factory=list)
+    error: BaseException | None = None
+    success: bool = False
+
+
+class SubAgentError(RuntimeError):
+    """A sub-agent ended without a usable answer."""
+
+
+async def run_sub_agent(task: SubAgentTask) -> SubAgentResult:
+    """Run ``task`` and report, firing ``sub_agent_launch``/``sub_agent_complete`` on its events.
+
+    Never raises for a failed task (the error is in the result); cancellation propagates.
+    """
+    events = task.events or Events()
+    _safe(events.sub_agent_launch, task.step_id, task.description)
+    ctx = (task.ctx or RunContext()).replace(
+        step_id=task.step_id, task_description=task.description
+    )
+    started = time.perf_counter()
+    try:
+        result = await task.executor.run(task.tools, task.cm, ctx)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        _safe(events.sub_agent_complete, task.step_id, False, time.perf_counter() - started)
+        return SubAgentResult(task.step_id, steps=list(task.executor.last_steps), error=exc)
+    error: BaseException | None = None
+    if not result.finished:
+        error = SubAgentError(
+            result.output or f"sub-agent {task.step_id!r} did not complete within its step budget"
+        )
+    elif looks_like_printed_tool_call(result.output):
+        error = SubAgentError(
+            f"sub-agent {task.step_id!r} printed tool-call syntax as text instead of calling tools"
+        )
+    success = error is None
+    _safe(events.sub_agent_complete, task.step_id, success, time.perf_counter() - started)
+    return SubAgentResult(task.step_id, result.output, list(result.steps), error, success)
+
+
+async def run_sub_agents_parallel(tasks: Sequence[SubAgentTask]) -> list[SubAgentResult]:
+    """Run every task concurrently; results come back in input order.
+
+    Raises:
+        ValueError: when two tasks share an executor (an executor runs one thing at a time).
+    """
+    executors = [id(t.executor) for t in tasks]
+    if len(set(executors)) != len(executors):
+        raise ValueError("each SubAgentTask needs its own Executor; two tasks share one")
+    return list(await asyncio.gather(*(run_sub_agent(t) for t in tasks)))
+
+
+def _safe(fn: Callable[..., None], *args: object) -> None:
+    try:
+        fn(*args)
+    except Exception:
+        logging.getLogger("sp4rk.agent").exception("sub-agent event handler raised; ignoring")

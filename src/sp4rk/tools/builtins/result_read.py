@@ -1,0 +1,109 @@
+"""``tool_result_read``: page through or search a cached (full) tool result."""
+
+from __future__ import annotations
+
+import re
+
+from sp4rk.tools.base import ToolError
+from sp4rk.tools.context import RunContext
+from sp4rk.tools.function import tool
+
+#: Lines per page when the tool has no ``max_lines`` limit of its own.
+DEFAULT_PAGE_LINES = 500
+#: Most matching lines a pattern search returns.
+MAX_PATTERN_MATCHES = 200
+#: Longest line shown by a pattern search, in characters.
+MAX_MATCH_LINE_CHARS = 500
+
+
+@tool(name="tool_result_read", untrusted=True, read_only=True)
+def tool_result_read(
+    ctx: RunContext,
+    hash: str,
+    start_line: int = 1,
+    num_lines: int = DEFAULT_PAGE_LINES,
+    line: int = 0,
+    pattern: str = "",
+) -> str:
+    """Read the full result of an earlier tool call that was cut, by the hash the cut named.
+
+    Pages through it by line range, returns one whole line, or searches it with a regex.
+
+    Args:
+        ctx: the run context.
+        hash: the cache hash from the truncation notice (any unique prefix of 8+ characters).
+        start_line: first line to return, 1-based.
+        num_lines: how many lines to return (capped per tool, usually 500).
+        line: return only this one line, in full (overrides the range).
+        pattern: a regular expression; return the matching lines with their numbers instead.
+    """
+    cache = ctx.tool_result_cache
+    if cache is None:
+        raise ToolError("Tool result cache not available in this run")
+    if not hash.strip():
+        raise ToolError("validation error: hash is required")
+    entry = cache.lookup(hash)
+    if entry is None:
+        raise ToolError(
+            f"no cached result for {hash!r}: it expired, was evicted, or the hash is wrong. "
+            "Re-run the original tool call to get the output again."
+        )
+    problem = cache.coherence_problem(entry.hash)
+    if problem:
+        raise ToolError(
+            f"the cached {entry.tool_name} result is stale: {problem}. "
+            "Re-run the original tool to read the current content."
+        )
+    lines = entry.content.split("\n")
+    total = len(lines)
+    tool_name = entry.tool_name
+    if pattern:
+        return _search(lines, pattern, tool_name, hash)
+    if line > 0:
+        if line > total:
+            return (
+                f"[Line {line} is past end of cached {tool_name} result ({total} lines) "
+                f"| hash: {hash}]"
+            )
+        header = f"[Line {line} of {total} from cached {tool_name} result | hash: {hash}]"
+        return f"{header}\n{lines[line - 1]}"
+    limits = ctx.per_tool_truncation or {}
+    limit = limits[tool_name].max_lines if tool_name in limits else 0
+    cap = limit if limit > 0 else DEFAULT_PAGE_LINES
+    num = min(num_lines if num_lines > 0 else DEFAULT_PAGE_LINES, cap)
+    start = min(max(start_line, 1), total)
+    end = min(start + num - 1, total)
+    text = (
+        f"[Lines {start}-{end} of {total} from cached {tool_name} result | hash: {hash}]\n"
+        + "\n".join(lines[start - 1 : end])
+    )
+    if end < total:
+        text += (
+            f'\n\n[Use tool_result_read(hash="{hash}", start_line={end + 1}, num_lines={num}) '
+            "to continue reading]"
+        )
+    return text
+
+
+def _search(lines: list[str], pattern: str, tool_name: str, hash: str) -> str:
+    try:
+        regex = re.compile(pattern)
+    except re.error as exc:
+        raise ToolError(f"invalid pattern {pattern!r}: {exc}") from None
+    hits: list[str] = []
+    matched = 0
+    for number, text in enumerate(lines, start=1):
+        if regex.search(text):
+            matched += 1
+            if len(hits) < MAX_PATTERN_MATCHES:
+                shown = (
+                    text if len(text) <= MAX_MATCH_LINE_CHARS else text[:MAX_MATCH_LINE_CHARS] + "…"
+                )
+                hits.append(f"{number}: {shown}")
+    header = (
+        f"[{matched} line(s) of {len(lines)} match {pattern!r} in cached {tool_name} result "
+        f"| hash: {hash}]"
+    )
+    if matched > len(hits):
+        header += f"\n[showing the first {len(hits)}; narrow the pattern to see the rest]"
+    return header + ("\n" + "\n".join(hits) if hits else "")

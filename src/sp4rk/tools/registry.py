@@ -1,0 +1,183 @@
+"""``Registry``: holds tools, enforces their policies, and never lets a tool crash a run."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from sp4rk.tools.base import (
+    CacheMode,
+    ContentBackedReader,
+    Tool,
+    ToolDescriptor,
+    ToolError,
+    ToolPolicy,
+    ToolResult,
+)
+from sp4rk.tools.context import RunContext
+
+logger = logging.getLogger("sp4rk.tools")
+
+
+@dataclass(slots=True)
+class _Entry:
+    tool: Tool
+    source: str
+    category: Literal["core", "mcp"]
+    group: str
+
+
+class Registry:
+    """Tools by name; satisfies the executor's ``ToolExecutor`` protocol.
+
+    ``execute`` never raises for a bad call: unknown names, unparseable input, denied policies,
+    :class:`~sp4rk.tools.ToolError` and unexpected exceptions all come back as
+    ``ToolResult(is_error=True)`` (cancellation still propagates).
+
+    Policies: ``ALWAYS_DENY`` tools are refused; ``USER_CONFIRM`` tools run only when the
+    executor's HITL handler explicitly approved the call (``HITLToolDecision(allow=True)``),
+    so a run without a human in the loop fails closed.
+    """
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._entries: dict[str, _Entry] = {}
+        self._policy_overrides: dict[str, ToolPolicy] = {}
+        for t in tools:
+            self.register(t)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def register(
+        self,
+        tool: Tool,
+        *,
+        source: str = "core",
+        source_category: Literal["core", "mcp"] | None = None,
+        group: str = "",
+    ) -> None:
+        """Add ``tool``, replacing a tool of the same name unless that would let MCP shadow core.
+
+        Args:
+            tool: the tool.
+            source: ``"core"``, or the name of the MCP server it comes from.
+            source_category: ``"core"`` or ``"mcp"``; by default ``"mcp"`` for any source
+                other than ``"core"``.
+            group: a free-form group name shown in descriptors.
+
+        Raises:
+            TypeError: when ``tool`` does not satisfy the ``Tool`` protocol.
+            ValueError: when an MCP tool would shadow a built-in or host tool of the same name.
+        """
+        if not isinstance(tool, Tool):
+            raise TypeError(
+                f"{tool!r} is not a Tool: it needs name, description, input_schema, "
+                "default_policy, is_untrusted and an async execute(ctx, input)"
+            )
+        category = source_category or ("core" if source in ("", "core") else "mcp")
+        existing = self._entries.get(tool.name)
+        if category == "mcp" and existing is not None and existing.category == "core":
+            raise ValueError(
+                f"MCP tool {tool.name!r} from {source!r} would shadow the core tool of that "
+                "name; rename it on the server or register it under another name"
+            )
+        self._entries[tool.name] = _Entry(tool, source or "core", category, group)
+        self._policy_overrides.pop(tool.name, None)
+
+    def unregister(self, name: str) -> None:
+        """Remove the tool called ``name`` (no error if absent)."""
+        self._entries.pop(name, None)
+        self._policy_overrides.pop(name, None)
+
+    def set_policy(self, name: str, policy: ToolPolicy) -> None:
+        """Override the default policy of tool ``name`` (until it is registered again).
+
+        Raises:
+            KeyError: when no tool of that name is registered.
+        """
+        if name not in self._entries:
+            raise KeyError(f"no tool named {name!r} is registered")
+        self._policy_overrides[name] = policy
+
+    def policy(self, name: str) -> ToolPolicy | None:
+        """The effective policy of tool ``name``, or ``None`` if unknown."""
+        entry = self._entries.get(name)
+        if entry is None:
+            return None
+        return self._policy_overrides.get(name, entry.tool.default_policy)
+
+    def get(self, name: str) -> Tool | None:
+        """The tool called ``name``, or ``None``."""
+        entry = self._entries.get(name)
+        return None if entry is None else entry.tool
+
+    def list(self) -> list[ToolDescriptor]:
+        """Descriptors of every tool, in registration order."""
+        return [
+            ToolDescriptor(
+                name=name,
+                description=e.tool.description,
+                input_schema=e.tool.input_schema,
+                source=e.source,
+                group=e.group,
+                source_category=e.category,
+            )
+            for name, e in self._entries.items()
+        ]
+
+    async def execute(self, ctx: RunContext, name: str, input: str) -> ToolResult:
+        """Run tool ``name`` on raw JSON ``input``; failures come back as error results."""
+        entry = self._entries.get(name)
+        if entry is None:
+            known = ", ".join(sorted(self._entries)) or "(none)"
+            return ToolResult(f"tool not found: {name}. Available tools: {known}", is_error=True)
+        policy = self._policy_overrides.get(name, entry.tool.default_policy)
+        if policy is ToolPolicy.ALWAYS_DENY:
+            return ToolResult(
+                f"blocked by security policy: tool {name!r} is not allowed to run", is_error=True
+            )
+        if policy is ToolPolicy.USER_CONFIRM and not ctx.tool_call_approved:
+            return ToolResult(
+                f"tool {name!r} needs a human's confirmation and none was given. The host can "
+                "approve it with a HITLHandler whose on_tool_call returns "
+                "HITLToolDecision(allow=True), or allow it with "
+                f"Registry.set_policy({name!r}, ToolPolicy.ALWAYS_ALLOW).",
+                is_error=True,
+            )
+        try:
+            result = await entry.tool.execute(ctx, input)
+        except ToolError as exc:
+            return ToolResult(str(exc), is_error=True)
+        except Exception as exc:
+            logger.warning("tool %r raised %s", name, type(exc).__name__, exc_info=True)
+            return ToolResult(f"{type(exc).__name__}: {exc}", is_error=True)
+        if not isinstance(result, ToolResult):
+            return ToolResult(
+                f"tool {name!r} returned a {type(result).__name__} instead of a ToolResult",
+                is_error=True,
+            )
+        return result
+
+    def get_tool_source(self, name: str) -> str:
+        """``"core"``, an MCP server name, or ``""`` when the tool is unknown."""
+        entry = self._entries.get(name)
+        return "" if entry is None else entry.source
+
+    def is_tool_untrusted(self, name: str) -> bool:
+        """Whether the tool's output must be treated as untrusted (MCP tools always are)."""
+        entry = self._entries.get(name)
+        if entry is None:
+            return False
+        return entry.category == "mcp" or bool(entry.tool.is_untrusted)
+
+    def cache_strategy(self, ctx: RunContext, name: str, input: str) -> CacheMode:
+        """``CONTENT_BACKED`` for tools that implement ``ContentBackedReader`` and opt in."""
+        tool = self.get(name)
+        if isinstance(tool, ContentBackedReader) and tool.is_content_backed():
+            return CacheMode.CONTENT_BACKED
+        return CacheMode.DEFAULT
