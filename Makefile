@@ -25,6 +25,7 @@ format: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
+	$(BIN)/mypy --strict tests/typecheck
 
 pytest: $(STAMP)
 	$(BIN)/pytest

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from sp4rk._internal.aio import run_sync
 from sp4rk.agent._loop.lifecycle import run_loop
+from sp4rk.agent._loop.restore import restore_from_trajectory
 from sp4rk.agent._loop.state import (
     ExecutorSettings,
     FinishGuard,
@@ -229,6 +230,7 @@ class Executor:
             context,
             self._response_groups,
         )
+        restore_from_trajectory(run, run.all_steps)
         try:
             return await run_loop(run)
         except BaseException:

@@ -170,9 +170,12 @@ def _input_model(
     fn: Callable[..., Any], tool_name: str, doc: docstring_parser.Docstring, require_docs: bool
 ) -> tuple[bool, type[BaseModel]]:
     try:
-        hints = get_type_hints(fn, include_extras=True)
+        hints = _parameter_hints(fn)
     except NameError as exc:
-        raise TypeError(f"tool {tool_name!r}: cannot resolve a type hint: {exc}") from exc
+        raise TypeError(
+            f"tool {tool_name!r}: cannot resolve a parameter type hint ({exc}); define the "
+            "types the tool uses at module level"
+        ) from exc
     param_docs = {p.arg_name: p.description or "" for p in doc.params}
     fields: dict[str, Any] = {}
     takes_ctx = False
@@ -203,6 +206,17 @@ def _input_model(
         f"{model_name}Input", __config__=ConfigDict(extra="forbid"), **fields
     )
     return takes_ctx, model
+
+
+def _parameter_hints(fn: Callable[..., Any]) -> dict[str, Any]:
+    """Resolved parameter annotations; the return annotation is not needed, nor evaluated."""
+    annotations = dict(getattr(fn, "__annotations__", {}))
+    annotations.pop("return", None)
+
+    def shim() -> None: ...
+
+    shim.__annotations__ = annotations
+    return get_type_hints(shim, globalns=getattr(fn, "__globals__", None), include_extras=True)
 
 
 def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:

@@ -82,14 +82,15 @@ async def _ask_guard(run: Run) -> str:
 def _reject(
     run: Run, reason: str, call: ToolCall | None, head: dict[str, Any], tokens: int, group: int
 ) -> None:
+    text = nudges.FINISH_REJECTED.format(reason=reason)
     if call is None:
-        run.record(Step(**head, user_nudge=reason, tokens_used=tokens))
+        run.record(Step(**head, user_nudge=text, tokens_used=tokens, response_group=group))
         return
     run.record(
         Step(
             **head,
             action=call,
-            observation=nudges.FINISH_REJECTED.format(reason=reason),
+            observation=text,
             tokens_used=tokens,
             response_group=group,
         )

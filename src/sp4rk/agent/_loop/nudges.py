@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from sp4rk._internal.text import truncate_chars
 
 # --- text-only replies -------------------------------------------------------------------
@@ -17,6 +19,8 @@ PRINTED_TOOL_CALL = (
 )
 
 # --- step budget -------------------------------------------------------------------------
+
+WRAP_UP_PATTERN = re.compile(r"^Only \d+ step\(s\) are left in the budget")
 
 
 def wrap_up(remaining: int, active: bool) -> str:
@@ -160,6 +164,10 @@ CHECKLIST_MISSING = (
     "You are finishing a non-trivial task without a checklist. Call update_checklist with the "
     "sub-tasks, marking those done, or explain in your answer why the task was trivial."
 )
+
+
+UNCHECKED_PATTERN = re.compile(r"^\d+ checklist item\(s\) are still unchecked")
+STALE_PATTERN = re.compile(r"^\d+ tool calls since your last checklist update")
 
 
 def checklist_unchecked(count: int) -> str:

@@ -44,6 +44,7 @@ async def handle_text_reply(run: Run, response: ChatResponse) -> Flow | Executor
     """A reply with no tool call: nudge twice, then accept the text through the finish gates."""
     text = response.message.content
     head, tokens = response_head(response), response_tokens(response)
+    group = run.next_group()
     if run.text_nudges < MAX_TEXT_NUDGES:
         run.text_nudges += 1
         if looks_like_printed_tool_call(text):
@@ -60,10 +61,10 @@ async def handle_text_reply(run: Run, response: ChatResponse) -> Flow | Executor
                 reason="implicit_finish_without_tool",
                 attempt=run.text_nudges,
             )
-        run.record_nudge(nudge, **head, tokens_used=tokens)
+        run.record_nudge(nudge, **head, tokens_used=tokens, response_group=group)
         return Flow.NUDGED
     outcome = await attempt_finish(
-        run, text, call=None, call_idx=0, head=head, tokens=tokens, group=0
+        run, text, call=None, call_idx=0, head=head, tokens=tokens, group=group
     )
     run.commit()
     return outcome
@@ -72,7 +73,7 @@ async def handle_text_reply(run: Run, response: ChatResponse) -> Flow | Executor
 async def handle_truncated_response(run: Run, response: ChatResponse) -> Flow | ExecutorResult:
     """A tool-call response cut at the output limit: run none of its calls, record each."""
     calls = response.message.tool_calls
-    group = run.next_group(len(calls))
+    group = run.next_group()
     head, tokens = response_head(response), response_tokens(response)
     for idx, call in enumerate(calls):
         run.emit("tool_call", run.step, idx, call.name, call.input, _source(run, call.name))

@@ -182,12 +182,10 @@ class Run:
             self._append(step)
         self.pending: list[Step] = []
         self.pending_tokens = 0
-        self.step = len(self.all_steps) + 1
+        self.step = 1
         self.eff_max = settings.max_steps
         self.unlimited = False
-        self.group_counter = max(
-            [first_group, *(s.response_group for s in self.all_steps)], default=0
-        )
+        self.group_counter = first_group
 
         self.text_nudges = 0
         self.guard_rejected = False
@@ -261,10 +259,12 @@ class Run:
             exit_reason=exit_reason,
         )
 
-    def next_group(self, calls: int) -> int:
-        """The response-group number for a response with ``calls`` tool calls (0 for one)."""
-        if calls <= 1:
-            return 0
+    def next_group(self) -> int:
+        """A new response-group number: every LLM response gets one.
+
+        Numbering responses (not only multi-call ones) lets a resumed run recount the
+        iterations a checkpoint holds, so it continues with exactly the same budget.
+        """
         self.group_counter += 1
         return self.group_counter
 

@@ -44,7 +44,7 @@ async def run_tool_calls(run: Run, response: ChatResponse) -> Flow | ExecutorRes
     """Process every tool call of ``response``; return how the step ended, or the result."""
     run.counters.truncations = 0
     calls = response.message.tool_calls
-    group = run.next_group(len(calls))
+    group = run.next_group()
     first_head = response_head(response)
     tokens = response_tokens(response)
     flow = Flow.COMPLETED

@@ -1,0 +1,50 @@
+"""Static typing of the public API: checked by mypy (``make typecheck``), also run by pytest."""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine
+from typing import Any, assert_type
+
+from sp4rk.agent import Executor, ExecutorResult
+from sp4rk.llm.testing import ScriptedLLM, finish_response
+from sp4rk.memory import ContextWindow
+from sp4rk.tools import FunctionTool, Registry, RunContext, ToolResult, tool
+
+
+@tool
+def add(a: int, b: int = 1) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+@tool(name="greet")
+async def greet(ctx: RunContext, name: str) -> str:
+    """Greet someone."""
+    return f"hi {name}"
+
+
+def test_decorated_tools_keep_their_signatures() -> None:
+    assert isinstance(add, FunctionTool)
+    assert_type(add(1, 2), int)
+    pending = greet(RunContext(), "x")
+    checked = assert_type(pending, Coroutine[Any, Any, str])
+    checked.close()
+
+
+def _wrong_calls_are_type_errors() -> None:  # checked by mypy, never run
+    add("1")  # type: ignore[arg-type]
+    greet("no context", "x").close()  # type: ignore[arg-type]
+
+
+async def test_run_and_run_sync_return_executor_results() -> None:
+    registry = Registry([add])
+    executor = Executor(ScriptedLLM([finish_response("x")]), registry, 5)
+    result = await executor.run(registry.list(), ContextWindow())
+    assert_type(result, ExecutorResult)
+    assert_type(await add.execute(RunContext(), '{"a": 1}'), ToolResult)
+
+
+def test_run_sync_returns_an_executor_result() -> None:
+    registry = Registry([add])
+    executor = Executor(ScriptedLLM([finish_response("x")]), registry, 5)
+    assert_type(executor.run_sync(registry.list(), ContextWindow()), ExecutorResult)
