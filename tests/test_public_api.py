@@ -67,7 +67,7 @@ def test_executor_signature() -> None:
     assert params(Executor.__init__) == [
         "self", "llm", "tools", "max_steps", "token_counter", "events",
         "suppress_assistant_events", "tool_result_budget", "circuit_breaker", "hitl",
-        "resume_steps", "pause_checker", "user_message_source",
+        "resume_steps", "pause_checker", "user_message_source", "parallel_tool_calls",
     ]
     assert params(Executor.run) == ["self", "task_tools", "cw", "ctx"]
     assert params(Executor.run_sync) == ["self", "task_tools", "cw", "ctx"]

@@ -195,6 +195,3 @@ def response(calls: Sequence[tuple[str, Any]], **kw: Any) -> ChatResponse:
     from sp4rk.llm.testing import tool_calls_response
 
     return tool_calls_response(*calls, **kw)
-
-
-

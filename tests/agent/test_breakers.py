@@ -14,9 +14,14 @@ from sp4rk.tools import Registry, RunContext, tool
 from .helpers import echo_tools, nudges, run
 
 OFF = dict(
-    repeat_nudge_threshold=0, repeat_abort_threshold=0, truncation_abort_threshold=0,
-    parse_error_abort_threshold=0, fruitless_nudge_threshold=0, fruitless_abort_threshold=0,
-    same_tool_repeat_nudge_threshold=0, same_tool_repeat_abort_threshold=0,
+    repeat_nudge_threshold=0,
+    repeat_abort_threshold=0,
+    truncation_abort_threshold=0,
+    parse_error_abort_threshold=0,
+    fruitless_nudge_threshold=0,
+    fruitless_abort_threshold=0,
+    same_tool_repeat_nudge_threshold=0,
+    same_tool_repeat_abort_threshold=0,
 )
 
 
@@ -30,8 +35,9 @@ class Reprieve(HITLHandler):
         self.answers = list(answers)
         self.reasons: list[str] = []
 
-    async def on_step_limit(self, ctx: RunContext, current_step: int, max_steps: int,
-                            reason: str) -> StepLimitResponse:
+    async def on_step_limit(
+        self, ctx: RunContext, current_step: int, max_steps: int, reason: str
+    ) -> StepLimitResponse:
         self.reasons.append(reason)
         return self.answers.pop(0) if self.answers else StepLimitResponse.DENY
 
@@ -54,10 +60,13 @@ def test_repeat_defaults_run_two_nudge_two_abort_on_the_fifth() -> None:
 
 
 def test_repeat_counts_whitespace_variants_as_identical() -> None:
-    script = [tool_calls_response(("search", raw)) for raw in
-              ['{"q":"same"}', '{ "q" : "same" }', '{"q":\n"same"}']]
-    _, _, events = run(script, circuit_breaker=only(repeat_nudge_threshold=2,
-                                                     repeat_abort_threshold=3))
+    script = [
+        tool_calls_response(("search", raw))
+        for raw in ['{"q":"same"}', '{ "q" : "same" }', '{"q":\n"same"}']
+    ]
+    _, _, events = run(
+        script, circuit_breaker=only(repeat_nudge_threshold=2, repeat_abort_threshold=3)
+    )
     assert len(events.diagnostics("repeated_tool_call_nudge")) == 1
     assert len(events.diagnostics("repeated_tool_call_abort")) == 1
 
@@ -73,9 +82,11 @@ def test_repeat_nudged_calls_do_not_run_and_answer_the_call() -> None:
 def test_repeat_reacts_one_call_earlier_when_the_call_fails() -> None:
     calls: list[tuple[str, str]] = []
     script = [tool_calls_response(("fail", {"q": "x"})) for _ in range(3)]
-    result, _, events = run(script, tools=echo_tools(calls),
-                            circuit_breaker=only(repeat_nudge_threshold=3,
-                                                 repeat_abort_threshold=4))
+    result, _, events = run(
+        script,
+        tools=echo_tools(calls),
+        circuit_breaker=only(repeat_nudge_threshold=3, repeat_abort_threshold=4),
+    )
     assert len(calls) == 1
     assert "will fail again" in result.steps[1].observation
     assert result.exit_reason is ExitReason.REPEAT_ABORT
@@ -86,8 +97,13 @@ def test_repeat_abort_reprieve_resets_the_counter(answer: StepLimitResponse) -> 
     hitl = Reprieve(answer)
     cfg = only(repeat_nudge_threshold=3, repeat_abort_threshold=4)
     calls: list[tuple[str, str]] = []
-    result, _, events = run([*same_search(6), finish_response("x")], circuit_breaker=cfg,
-                            hitl=hitl, max_steps=10, tools=echo_tools(calls))
+    result, _, events = run(
+        [*same_search(6), finish_response("x")],
+        circuit_breaker=cfg,
+        hitl=hitl,
+        max_steps=10,
+        tools=echo_tools(calls),
+    )
     assert hitl.reasons == ["repeat"]
     assert result.finished
     expected = "let you continue" if answer is StepLimitResponse.ALLOW_MORE else "one more chance"
@@ -100,8 +116,9 @@ def test_repeat_abort_reprieve_resets_the_counter(answer: StepLimitResponse) -> 
 def test_allow_always_switches_the_abort_off_for_this_run_only() -> None:
     cfg = only(repeat_nudge_threshold=3, repeat_abort_threshold=4)
     hitl = Reprieve(StepLimitResponse.ALLOW_ALWAYS)
-    result, _, events = run([*same_search(9), finish_response("x")], circuit_breaker=cfg,
-                            hitl=hitl, max_steps=12)
+    result, _, events = run(
+        [*same_search(9), finish_response("x")], circuit_breaker=cfg, hitl=hitl, max_steps=12
+    )
     assert hitl.reasons == ["repeat"] and result.finished
     assert len(events.diagnostics("repeated_tool_call_abort")) == 1
     again, _, _ = run(same_search(4), circuit_breaker=cfg)  # a new run: abort is back
@@ -134,10 +151,14 @@ def test_fruitless_aborts_at_its_threshold() -> None:
 
 def test_fruitless_is_reset_by_a_substantial_result_and_ignores_errors_and_edits() -> None:
     cfg = only(fruitless_nudge_threshold=4, fruitless_abort_threshold=6)
-    script = [*empties(3), tool_calls_response(("search", {"q": "big"})), *empties(3),
-              *[tool_calls_response(("fail", {"q": str(i)})) for i in range(3)],
-              *[tool_calls_response(("edit_file", {"path": str(i)})) for i in range(5)],
-              finish_response("x")]
+    script = [
+        *empties(3),
+        tool_calls_response(("search", {"q": "big"})),
+        *empties(3),
+        *[tool_calls_response(("fail", {"q": str(i)})) for i in range(3)],
+        *[tool_calls_response(("edit_file", {"path": str(i)})) for i in range(5)],
+        finish_response("x"),
+    ]
     _, _, events = run(script, circuit_breaker=cfg, max_steps=30)
     assert events.diagnostics("fruitless_nudge") == []
 
@@ -145,8 +166,9 @@ def test_fruitless_is_reset_by_a_substantial_result_and_ignores_errors_and_edits
 def test_fruitless_abort_allow_always_never_aborts_again() -> None:
     cfg = only(fruitless_nudge_threshold=5, fruitless_abort_threshold=8)
     hitl = Reprieve(StepLimitResponse.ALLOW_ALWAYS)
-    result, _, _ = run([*empties(20), finish_response("x")], circuit_breaker=cfg, hitl=hitl,
-                       max_steps=30)
+    result, _, _ = run(
+        [*empties(20), finish_response("x")], circuit_breaker=cfg, hitl=hitl, max_steps=30
+    )
     assert hitl.reasons == ["fruitless"] and result.finished
 
 
@@ -172,8 +194,11 @@ def probes(n: int, size: int = 50) -> list[Any]:
 
 
 def test_same_tool_nudges_and_aborts_at_exactly_its_thresholds() -> None:
-    cfg = only(same_tool_repeat_nudge_threshold=8, same_tool_repeat_abort_threshold=12,
-               same_tool_result_size_delta=64)
+    cfg = only(
+        same_tool_repeat_nudge_threshold=8,
+        same_tool_repeat_abort_threshold=12,
+        same_tool_result_size_delta=64,
+    )
     result, _, events = run(probes(12), tools=_sized_tool(), circuit_breaker=cfg, max_steps=20)
     assert events.diagnostics("same_tool_repeat_nudge") == [{"tool": "probe", "consecutive": 8}]
     assert events.diagnostics("same_tool_repeat_abort") == [{"tool": "probe", "consecutive": 12}]
@@ -182,11 +207,19 @@ def test_same_tool_nudges_and_aborts_at_exactly_its_thresholds() -> None:
 
 
 def test_same_tool_resets_on_another_tool_or_a_different_size() -> None:
-    cfg = only(same_tool_repeat_nudge_threshold=4, same_tool_repeat_abort_threshold=6,
-               same_tool_result_size_delta=64)
-    script = [*probes(3), tool_calls_response(("other", {"q": "x"})), *probes(3),
-              tool_calls_response(("probe", {"q": "big", "size": 500})), *probes(3),
-              finish_response("x")]
+    cfg = only(
+        same_tool_repeat_nudge_threshold=4,
+        same_tool_repeat_abort_threshold=6,
+        same_tool_result_size_delta=64,
+    )
+    script = [
+        *probes(3),
+        tool_calls_response(("other", {"q": "x"})),
+        *probes(3),
+        tool_calls_response(("probe", {"q": "big", "size": 500})),
+        *probes(3),
+        finish_response("x"),
+    ]
     _, _, events = run(script, tools=_sized_tool(), circuit_breaker=cfg, max_steps=30)
     assert events.diagnostics("same_tool_repeat_nudge") == []
 
@@ -194,8 +227,9 @@ def test_same_tool_resets_on_another_tool_or_a_different_size() -> None:
 def test_same_tool_ignores_identical_arguments_and_exempt_tools() -> None:
     cfg = only(same_tool_repeat_nudge_threshold=3, same_tool_repeat_abort_threshold=5)
     script = [tool_calls_response(("probe", {"q": "v0"})) for _ in range(2)]
-    script += [tool_calls_response(("write_file", {"path": str(i), "content": "c"}))
-               for i in range(6)]
+    script += [
+        tool_calls_response(("write_file", {"path": str(i), "content": "c"})) for i in range(6)
+    ]
     _, _, events = run([*script, finish_response("x")], tools=_with_writes(), circuit_breaker=cfg)
     assert events.diagnostics("same_tool_repeat_nudge") == []
 
@@ -217,20 +251,32 @@ def bad(tool_name: str = "search") -> Any:
 
 def test_parse_error_note_then_abort_on_the_third_in_a_row() -> None:
     raw = '{"q": ' + "z" * 2000
-    result, _, events = run([tool_calls_response(("search", raw)), bad(), bad()],
-                            circuit_breaker=only(parse_error_abort_threshold=3))
+    result, _, events = run(
+        [tool_calls_response(("search", raw)), bad(), bad()],
+        circuit_breaker=only(parse_error_abort_threshold=3),
+    )
     first = result.steps[0].observation
     assert first.startswith("failed to parse input")
     assert "Parse error 1 in a row" in first and "Reply with only a valid JSON" in first
     assert "z" * 290 in first and "z" * 300 not in first  # arguments excerpt ≤ 300 chars
-    assert [d["consecutive_parse_errors"] for d in events.diagnostics("parse_error_nudge")] == [1, 2]
+    assert [d["consecutive_parse_errors"] for d in events.diagnostics("parse_error_nudge")] == [
+        1,
+        2,
+    ]
     assert result.exit_reason is ExitReason.PARSE_ERROR_ABORT
     assert "failed to parse input 3 times" in result.output
 
 
 def test_parse_error_count_is_per_tool_and_reset_by_success() -> None:
-    script = [bad(), bad("read_file"), bad(), tool_calls_response(("search", {"q": "ok"})), bad(),
-              bad(), finish_response("x")]
+    script = [
+        bad(),
+        bad("read_file"),
+        bad(),
+        tool_calls_response(("search", {"q": "ok"})),
+        bad(),
+        bad(),
+        finish_response("x"),
+    ]
     _, _, events = run(script, circuit_breaker=only(parse_error_abort_threshold=3))
     counts = [d["consecutive_parse_errors"] for d in events.diagnostics("parse_error_nudge")]
     assert counts == [1, 1, 1, 1, 2]
@@ -238,18 +284,23 @@ def test_parse_error_count_is_per_tool_and_reset_by_success() -> None:
 
 def test_parse_error_abort_allow_more_keeps_the_budget() -> None:
     hitl = Reprieve(StepLimitResponse.ALLOW_MORE)
-    result, llm, _ = run([bad(), bad(), bad(), finish_response("x")], hitl=hitl,
-                         circuit_breaker=only(parse_error_abort_threshold=3), max_steps=4)
+    result, llm, _ = run(
+        [bad(), bad(), bad(), finish_response("x")],
+        hitl=hitl,
+        circuit_breaker=only(parse_error_abort_threshold=3),
+        max_steps=4,
+    )
     assert hitl.reasons == ["parse_error"]
     assert result.finished and len(llm.requests) == 4
     assert any("let you continue" in n for n in nudges(result))
 
 
 def test_bad_finish_input_is_rejected_and_counts_as_a_parse_error() -> None:
-    result, _, events = run([tool_calls_response(("finish", '{"answer": 42}')),
-                             finish_response("real answer")],
-                            circuit_breaker=only(parse_error_abort_threshold=3))
-    assert result.steps[0].is_error and "string \"answer\"" in result.steps[0].observation
+    result, _, events = run(
+        [tool_calls_response(("finish", '{"answer": 42}')), finish_response("real answer")],
+        circuit_breaker=only(parse_error_abort_threshold=3),
+    )
+    assert result.steps[0].is_error and 'string "answer"' in result.steps[0].observation
     assert events.diagnostics("parse_error_nudge")[0]["tool"] == "finish"
     assert result.output == "real answer"
 
@@ -263,9 +314,13 @@ def cut(*calls: tuple[str, Any]) -> Any:
 
 def test_truncated_response_runs_none_of_its_calls_and_records_each() -> None:
     calls: list[tuple[str, str]] = []
-    result, _, events = run([cut(("write_file", {"path": "a", "content": "x" * 10}),
-                                 ("search", {"q": "b"})), finish_response("x")],
-                            tools=echo_tools(calls))
+    result, _, events = run(
+        [
+            cut(("write_file", {"path": "a", "content": "x" * 10}), ("search", {"q": "b"})),
+            finish_response("x"),
+        ],
+        tools=echo_tools(calls),
+    )
     assert calls == []
     assert [s.tool_name for s in result.steps[:2]] == ["write_file", "search"]
     assert all(s.is_error and "Not executed" in s.observation for s in result.steps[:2])
@@ -282,9 +337,14 @@ def test_three_truncations_in_a_row_abort_after_asking() -> None:
 
 
 def test_a_normal_tool_response_resets_the_truncation_count() -> None:
-    script = [cut(("search", {"q": "1"})), cut(("search", {"q": "2"})),
-              tool_calls_response(("search", {"q": "ok"})), cut(("search", {"q": "3"})),
-              cut(("search", {"q": "4"})), finish_response("x")]
+    script = [
+        cut(("search", {"q": "1"})),
+        cut(("search", {"q": "2"})),
+        tool_calls_response(("search", {"q": "ok"})),
+        cut(("search", {"q": "3"})),
+        cut(("search", {"q": "4"})),
+        finish_response("x"),
+    ]
     result, _, _ = run(script)
     assert result.finished
 

@@ -19,8 +19,12 @@ def request() -> ChatRequest:
 
 async def test_dump_writes_a_request_and_a_response_line() -> None:
     out = io.StringIO()
-    response = ChatResponse(model="m1", message=Message("assistant", content="hello"),
-                            usage=TokenUsage(3, 2), stop_reason="end_turn")
+    response = ChatResponse(
+        model="m1",
+        message=Message("assistant", content="hello"),
+        usage=TokenUsage(3, 2),
+        stop_reason="end_turn",
+    )
     caller = DumpCaller(ScriptedLLM([response]), out)
     got = await caller.call(request())
     assert got.message.content == "hello"
@@ -42,8 +46,9 @@ async def test_dump_records_the_error_and_reraises() -> None:
 
 
 async def test_dump_without_writer_is_a_pass_through_and_write_errors_are_swallowed() -> None:
-    assert (await DumpCaller(ScriptedLLM([text_response("x")]), None).call(request())
-            ).message.content == "x"
+    assert (
+        await DumpCaller(ScriptedLLM([text_response("x")]), None).call(request())
+    ).message.content == "x"
 
     class Broken(io.StringIO):
         def write(self, s: str) -> int:
@@ -64,8 +69,10 @@ async def test_logging_caller_logs_usage_at_debug_and_failures_at_warning(
     with pytest.raises(LLMError):
         await caller.call(request())
     levels = [(r.levelno, r.getMessage()) for r in caplog.records]
-    assert any(lv == logging.DEBUG and "input_tokens=7" in msg and "total_tokens=10" in msg
-               for lv, msg in levels)
+    assert any(
+        lv == logging.DEBUG and "input_tokens=7" in msg and "total_tokens=10" in msg
+        for lv, msg in levels
+    )
     assert any(lv == logging.WARNING and "boom" in msg for lv, msg in levels)
 
 
@@ -82,9 +89,11 @@ async def test_decorators_stack_and_forward_streaming() -> None:
 
 
 async def test_usage_tracking_sums_per_model() -> None:
-    responses = [ChatResponse(model="a", usage=TokenUsage(10, 1)),
-                 ChatResponse(model="b", usage=TokenUsage(5, 5)),
-                 ChatResponse(model="a", usage=TokenUsage(1, 1))]
+    responses = [
+        ChatResponse(model="a", usage=TokenUsage(10, 1)),
+        ChatResponse(model="b", usage=TokenUsage(5, 5)),
+        ChatResponse(model="a", usage=TokenUsage(1, 1)),
+    ]
     caller = UsageTrackingCaller(ScriptedLLM(responses))
     for _ in responses:
         await caller.call(request())

@@ -40,12 +40,15 @@ def test_finish_guard_rejects_once_then_accepts() -> None:
         asked.append(1)
         return "async sub-tasks are still running"
 
-    result, llm, events = run([finish_response("early"), finish_response("later")],
-                              setup=lambda ex: ex.set_finish_guard(guard))
+    result, llm, events = run(
+        [finish_response("early"), finish_response("later")],
+        setup=lambda ex: ex.set_finish_guard(guard),
+    )
     assert result.finished and result.output == "later"
     assert len(asked) == 1  # soft: the second attempt is not asked again
     assert events.diagnostics("finish_guard_rejected") == [
-        {"reason": "async sub-tasks are still running"}]
+        {"reason": "async sub-tasks are still running"}
+    ]
     rejected = result.steps[0]
     assert rejected.tool_name == "finish" and "still running" in rejected.observation
     # the model saw its finish call answered with the reason
@@ -78,8 +81,9 @@ async def _run_async(script: list[Any], guard: Any) -> Any:
 
 
 def test_a_guard_returning_none_or_blank_accepts() -> None:
-    result, _, _ = run([finish_response("ok")],
-                       setup=lambda ex: ex.set_finish_guard(lambda ctx: "  "))
+    result, _, _ = run(
+        [finish_response("ok")], setup=lambda ex: ex.set_finish_guard(lambda ctx: "  ")
+    )
     assert result.finished and result.output == "ok"
 
 
@@ -87,39 +91,55 @@ def test_a_guard_returning_none_or_blank_accepts() -> None:
 
 
 def test_mutation_gate_nudges_then_ends_unfinished() -> None:
-    result, _, events = run([finish_response("first"), finish_response("second")],
-                            setup=lambda ex: ex.set_mutation_required(True))
+    result, _, events = run(
+        [finish_response("first"), finish_response("second")],
+        setup=lambda ex: ex.set_mutation_required(True),
+    )
     assert not result.finished and result.exit_reason is ExitReason.MUTATION_REQUIRED
     assert result.output == "second"
     assert [d["reason"] for d in events.diagnostics("mutation_gate_nudge")] == [
-        "finish_without_mutation"]
+        "finish_without_mutation"
+    ]
     assert events.diagnostics("mutation_gate_rejected") == [
-        {"reason": "finish_without_mutation_after_nudge"}]
+        {"reason": "finish_without_mutation_after_nudge"}
+    ]
 
 
 def test_a_successful_write_satisfies_the_mutation_gate() -> None:
-    result, _, _ = run([tool_calls_response(("write_file", {"path": "a", "content": "b"})),
-                        finish_response("done")],
-                       setup=lambda ex: ex.set_mutation_required(True))
+    result, _, _ = run(
+        [
+            tool_calls_response(("write_file", {"path": "a", "content": "b"})),
+            finish_response("done"),
+        ],
+        setup=lambda ex: ex.set_mutation_required(True),
+    )
     assert result.finished and result.exit_reason is ExitReason.FINISHED
 
 
 class RejectWrites(HITLHandler):
-    async def on_tool_call(self, ctx: RunContext, tool_name: str, input: str
-                           ) -> HITLToolDecision | None:
+    async def on_tool_call(
+        self, ctx: RunContext, tool_name: str, input: str
+    ) -> HITLToolDecision | None:
         return HITLToolDecision(allow=False) if tool_name == "write_file" else None
 
 
 def test_a_rejected_write_does_not_count_as_a_mutation() -> None:
-    result, _, _ = run([tool_calls_response(("write_file", {"path": "a", "content": "b"})),
-                        finish_response("x"), finish_response("y")],
-                       hitl=RejectWrites(), setup=lambda ex: ex.set_mutation_required(True))
+    result, _, _ = run(
+        [
+            tool_calls_response(("write_file", {"path": "a", "content": "b"})),
+            finish_response("x"),
+            finish_response("y"),
+        ],
+        hitl=RejectWrites(),
+        setup=lambda ex: ex.set_mutation_required(True),
+    )
     assert result.exit_reason is ExitReason.MUTATION_REQUIRED
 
 
 def test_mutation_in_the_same_response_as_finish_counts() -> None:
-    both = tool_calls_response(("write_file", {"path": "a", "content": "b"}),
-                               ("finish", {"answer": "done"}))
+    both = tool_calls_response(
+        ("write_file", {"path": "a", "content": "b"}), ("finish", {"answer": "done"})
+    )
     result, _, _ = run([both], setup=lambda ex: ex.set_mutation_required(True))
     assert result.finished
 
@@ -128,8 +148,9 @@ def test_mutation_in_the_same_response_as_finish_counts() -> None:
 
 
 def test_missing_checklist_is_nudged_once_on_a_non_trivial_task() -> None:
-    result, _, events = run([*reads(3), finish_response("a"), finish_response("b")],
-                            tools=with_checklist())
+    result, _, events = run(
+        [*reads(3), finish_response("a"), finish_response("b")], tools=with_checklist()
+    )
     assert events.diagnostics("checklist_gate_nudge") == [{"reason": "finish_without_checklist"}]
     assert result.finished and result.output == "b"
 
@@ -138,17 +159,26 @@ def test_missing_checklist_is_nudged_once_on_a_non_trivial_task() -> None:
 def test_no_checklist_nudge_when_trivial_unavailable_or_off(variant: str) -> None:
     tools = echo_tools() if variant == "unavailable" else with_checklist()
     script = [*reads(1 if variant == "trivial" else 3), finish_response("a")]
-    result, _, events = run(script, tools=tools, setup=(
-        (lambda ex: ex.set_checklist_gate_enabled(False)) if variant == "gate_off" else None))
+    result, _, events = run(
+        script,
+        tools=tools,
+        setup=(
+            (lambda ex: ex.set_checklist_gate_enabled(False)) if variant == "gate_off" else None
+        ),
+    )
     assert events.diagnostics("checklist_gate_nudge") == [] and result.output == "a"
 
 
 def test_unchecked_items_are_nudged_once() -> None:
-    script = [checklist(("one", True), ("two", False), ("three", False)),
-              finish_response("a"), finish_response("b")]
+    script = [
+        checklist(("one", True), ("two", False), ("three", False)),
+        finish_response("a"),
+        finish_response("b"),
+    ]
     result, _, events = run(script, tools=with_checklist())
     assert events.diagnostics("checklist_unchecked_nudge") == [
-        {"reason": "finish_with_unchecked_checklist", "unchecked": 2}]
+        {"reason": "finish_with_unchecked_checklist", "unchecked": 2}
+    ]
     assert result.output == "b"
     assert "2 checklist item(s)" in result.steps[1].observation
 
@@ -177,8 +207,11 @@ def test_batching_feedback_praises_one_and_corrects_several() -> None:
 
 def test_checklist_staleness_nudges_after_three_calls_at_most_twice() -> None:
     init = checklist(("a", False), ("b", False))
-    result, _, events = run([init, *reads(6), finish_response("x"), finish_response("y")],
-                            tools=with_checklist(), max_steps=20)
+    result, _, events = run(
+        [init, *reads(6), finish_response("x"), finish_response("y")],
+        tools=with_checklist(),
+        max_steps=20,
+    )
     stale = events.diagnostics("checklist_stale_nudge")
     assert [d["calls_since_update"] for d in stale] == [3, 4]
     assert [d["nudge_count"] for d in stale] == [1, 2]
@@ -186,8 +219,11 @@ def test_checklist_staleness_nudges_after_three_calls_at_most_twice() -> None:
 
 
 def test_no_staleness_without_an_initial_checklist() -> None:
-    _, _, events = run([*reads(5), finish_response("x"), finish_response("y")],
-                       tools=with_checklist(), max_steps=20)
+    _, _, events = run(
+        [*reads(5), finish_response("x"), finish_response("y")],
+        tools=with_checklist(),
+        max_steps=20,
+    )
     assert events.diagnostics("checklist_stale_nudge") == []
 
 
@@ -207,8 +243,11 @@ def test_wrap_up_nudge_fires_once_three_steps_before_the_budget() -> None:
 
 
 def test_wrap_up_after_recent_edits_says_keep_going() -> None:
-    script = [tool_calls_response(("write_file", {"path": "a", "content": "b"})), *reads(4),
-              finish_response("x")]
+    script = [
+        tool_calls_response(("write_file", {"path": "a", "content": "b"})),
+        *reads(4),
+        finish_response("x"),
+    ]
     _, _, events = run(script, max_steps=6)
     assert events.diagnostics("executor_wrapup_nudge")[0]["mode"] == "active_progress"
 
@@ -221,7 +260,10 @@ def test_no_wrap_up_on_tiny_budgets() -> None:
 def test_checklist_todo_callback_receives_items() -> None:
     seen: list[tuple[str, list[tuple[str, bool]]]] = []
     ctx = RunContext(step_id="s1", step_todo_update=lambda sid, items: seen.append((sid, items)))
-    run([checklist(("a", True), ("b", False)), finish_response("x"), finish_response("y")],
-        tools=with_checklist(), ctx=ctx)
+    run(
+        [checklist(("a", True), ("b", False)), finish_response("x"), finish_response("y")],
+        tools=with_checklist(),
+        ctx=ctx,
+    )
     assert seen == [("s1", [("a", True), ("b", False)])]
     assert json.dumps(seen)

@@ -16,8 +16,9 @@ class Decide(HITLHandler):
         self.decisions = decisions
         self.asked: list[tuple[str, str]] = []
 
-    async def on_tool_call(self, ctx: RunContext, tool_name: str, input: str
-                           ) -> HITLToolDecision | None:
+    async def on_tool_call(
+        self, ctx: RunContext, tool_name: str, input: str
+    ) -> HITLToolDecision | None:
         self.asked.append((tool_name, input))
         return self.decisions.get(tool_name)
 
@@ -26,10 +27,14 @@ def test_rejection_with_empty_reason_and_the_next_call_still_runs() -> None:
     calls: list[tuple[str, str]] = []
     hitl = Decide({"write_file": HITLToolDecision(allow=False)})
     result, _, events = run(
-        [tool_calls_response(("write_file", {"path": "a", "content": "x"}),
-                             ("search", {"q": "next"})),
-         finish_response("done")],
-        tools=echo_tools(calls), hitl=hitl,
+        [
+            tool_calls_response(
+                ("write_file", {"path": "a", "content": "x"}), ("search", {"q": "next"})
+            ),
+            finish_response("done"),
+        ],
+        tools=echo_tools(calls),
+        hitl=hitl,
     )
     rejected = result.steps[0]
     assert rejected.observation == "[Tool call rejected: rejected by user]" and rejected.is_error
@@ -53,7 +58,8 @@ def test_modified_input_reaches_the_tool_but_the_step_keeps_the_original() -> No
     hitl = Decide({"search": HITLToolDecision(allow=True, modified_input='{"q": "safer"}')})
     result, _, _ = run(
         [tool_calls_response(("search", {"q": "rm -rf"})), finish_response("d")],
-        tools=echo_tools(calls), hitl=hitl,
+        tools=echo_tools(calls),
+        hitl=hitl,
     )
     assert calls == [("search", "safer")]
     assert result.steps[0].action is not None
@@ -73,7 +79,9 @@ def test_user_confirm_tool_fails_closed_without_explicit_approval() -> None:
         tools=echo_tools(calls),
     )
     assert calls == []
-    assert result.steps[0].is_error and "needs a human's confirmation" in result.steps[0].observation
+    assert (
+        result.steps[0].is_error and "needs a human's confirmation" in result.steps[0].observation
+    )
 
 
 def test_user_confirm_tool_runs_once_the_handler_approves_it() -> None:
@@ -81,7 +89,8 @@ def test_user_confirm_tool_runs_once_the_handler_approves_it() -> None:
     hitl = Decide({"bash_exec": HITLToolDecision(allow=True)})
     result, _, _ = run(
         [tool_calls_response(("bash_exec", {"command": "make"})), finish_response("d")],
-        tools=echo_tools(calls), hitl=hitl,
+        tools=echo_tools(calls),
+        hitl=hitl,
     )
     assert calls == [("bash_exec", "make")]
     assert result.steps[0].observation == "ran make"

@@ -32,8 +32,9 @@ def test_request_offers_tools_then_result_reader_then_finish_last() -> None:
     descriptors = [
         *tools.list(),
         ToolDescriptor("search", "dup", {"type": "object"}),  # duplicate name: first wins
-        ToolDescriptor("remote", "from a server", {"type": "object"}, source="srv",
-                       source_category="mcp"),
+        ToolDescriptor(
+            "remote", "from a server", {"type": "object"}, source="srv", source_category="mcp"
+        ),
     ]
     llm = ScriptedLLM([finish_response("done")])
     Executor(llm, tools, 5).run_sync(descriptors, FakeContext())
@@ -78,7 +79,9 @@ def test_calls_of_one_response_share_a_group_and_the_thought() -> None:
     result, _, _ = run(
         [
             tool_calls_response(
-                ("search", {"q": "a"}), ("search", {"q": "b"}), ("read_file", {"path": "c"}),
+                ("search", {"q": "a"}),
+                ("search", {"q": "b"}),
+                ("read_file", {"path": "c"}),
                 thought="three at once",
             ),
             tool_calls_response(("search", {"q": "single"})),
@@ -110,8 +113,13 @@ def test_group_numbers_continue_across_runs_of_one_executor() -> None:
 def test_finish_in_the_middle_of_a_response_ends_it() -> None:
     calls: list[tuple[str, str]] = []
     result, _, _ = run(
-        [tool_calls_response(("read_file", {"path": "a"}), ("finish", {"answer": "A"}),
-                             ("search", {"q": "never"}))],
+        [
+            tool_calls_response(
+                ("read_file", {"path": "a"}),
+                ("finish", {"answer": "A"}),
+                ("search", {"q": "never"}),
+            )
+        ],
         tools=echo_tools(calls),
     )
     assert result.finished and result.output == "A"
@@ -148,7 +156,10 @@ async def _wrong_type(ctx: RunContext, input: str) -> ToolResult:
 
 @pytest.mark.parametrize(
     ("fn", "expected"),
-    [(_boom, "RuntimeError: disk on fire"), (_wrong_type, "returned a str instead of a ToolResult")],
+    [
+        (_boom, "RuntimeError: disk on fire"),
+        (_wrong_type, "returned a str instead of a ToolResult"),
+    ],
 )
 def test_tool_failures_become_error_observations(fn: object, expected: str) -> None:
     tools = Registry([RawTool("flaky", fn)])  # type: ignore[arg-type]
@@ -163,8 +174,9 @@ def test_an_exception_from_the_tool_executor_itself_becomes_an_observation() -> 
             raise OSError("registry backend down")
 
     tools = BrokenExecutor(echo_tools().get(n) for n in ["search"])  # type: ignore[misc]
-    result, _, _ = run([tool_calls_response(("search", {"q": "x"})), finish_response("d")],
-                       tools=tools)
+    result, _, _ = run(
+        [tool_calls_response(("search", {"q": "x"})), finish_response("d")], tools=tools
+    )
     assert result.steps[0].observation == "OSError: registry backend down"
     assert result.finished
 
@@ -191,8 +203,9 @@ class LimitAnswers(HITLHandler):
         self.answers = list(answers)
         self.calls: list[tuple[int, int, str]] = []
 
-    async def on_step_limit(self, ctx: RunContext, current_step: int, max_steps: int,
-                            reason: str) -> StepLimitResponse:
+    async def on_step_limit(
+        self, ctx: RunContext, current_step: int, max_steps: int, reason: str
+    ) -> StepLimitResponse:
         self.calls.append((current_step, max_steps, reason))
         return self.answers.pop(0)
 
@@ -238,12 +251,25 @@ def test_a_raising_step_limit_handler_propagates() -> None:
 
 
 def test_reference_event_order_for_a_read_then_finish() -> None:
-    _, _, events = run([tool_calls_response(("read_file", {"path": "a"}), thought="look"),
-                        finish_response("done", thought="done now")])
+    _, _, events = run(
+        [
+            tool_calls_response(("read_file", {"path": "a"}), thought="look"),
+            finish_response("done", thought="done now"),
+        ]
+    )
     order = [n for n in events.names() if n not in ("assistant_chunk", "assistant_done")]
     assert order == [
-        "step_start", "thought", "tool_call", "tool_result", "step_complete", "context_fill",
-        "step_start", "thought", "finishing", "tool_result", "step_complete",
+        "step_start",
+        "thought",
+        "tool_call",
+        "tool_result",
+        "step_complete",
+        "context_fill",
+        "step_start",
+        "thought",
+        "finishing",
+        "tool_result",
+        "step_complete",
     ]
     assert events.of("step_start") == [(1,), (2,)]
     assert events.of("tool_call")[0] == (1, 0, "read_file", '{"path": "a"}', "core")
@@ -261,8 +287,9 @@ def test_thought_event_fires_only_with_content_or_reasoning() -> None:
     assert events.of("thought") == [(2, "", "thinking hard")]
 
 
-def test_an_event_handler_that_raises_does_not_stop_the_run(caplog: pytest.LogCaptureFixture
-                                                            ) -> None:
+def test_an_event_handler_that_raises_does_not_stop_the_run(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     from sp4rk.agent import Events
 
     class Broken(Events):
@@ -278,10 +305,12 @@ def test_an_event_handler_that_raises_does_not_stop_the_run(caplog: pytest.LogCa
 
 def test_tokens_used_is_the_response_usage_shared_by_its_steps() -> None:
     usage = TokenUsage(input_tokens=100, output_tokens=20)
-    result, _, _ = run([
-        tool_calls_response(("search", {"q": "a"}), ("search", {"q": "b"}), usage=usage),
-        finish_response("x"),
-    ])
+    result, _, _ = run(
+        [
+            tool_calls_response(("search", {"q": "a"}), ("search", {"q": "b"}), usage=usage),
+            finish_response("x"),
+        ]
+    )
     assert [s.tokens_used for s in result.steps[:2]] == [120, 120]
 
 
@@ -334,9 +363,11 @@ async def test_cancelling_the_run_propagates_and_keeps_completed_steps() -> None
 
     tools = echo_tools()
     tools.register(hang)
-    llm = ScriptedLLM([
-        tool_calls_response(("search", {"q": "a"}), ("hang", {"q": "b"})),
-    ])
+    llm = ScriptedLLM(
+        [
+            tool_calls_response(("search", {"q": "a"}), ("hang", {"q": "b"})),
+        ]
+    )
     executor = Executor(llm, tools, 5)
     task = asyncio.create_task(executor.run(tools.list(), ContextWindow()))
     await started.wait()

@@ -33,8 +33,9 @@ def deterministic_model(request: ChatRequest) -> ChatResponse:
     if done == 3:
         return text_response("I think I am done")  # nudged: there is work left
     if done % 5 == 4:  # every fifth response calls two tools at once
-        response = tool_calls_response(("search", {"q": f"a{done}"}),
-                                       ("read_file", {"path": f"p{done}"}), thought=f"t{done}")
+        response = tool_calls_response(
+            ("search", {"q": f"a{done}"}), ("read_file", {"path": f"p{done}"}), thought=f"t{done}"
+        )
     else:
         response = tool_calls_response(("search", {"q": f"q{done}"}), thought=f"t{done}")
     for i, call in enumerate(response.message.tool_calls):
@@ -92,7 +93,8 @@ def test_pause_at_the_first_boundary_makes_no_call() -> None:
     tools = echo_tools()
     llm = ScriptedLLM([])
     result = Executor(llm, tools, 5, pause_checker=lambda ctx: True).run_sync(
-        tools.list(), ContextWindow())
+        tools.list(), ContextWindow()
+    )
     assert result.paused and result.steps == [] and llm.requests == []
 
 
@@ -104,8 +106,11 @@ def test_pause_leaves_the_live_message_queue_alone() -> None:
         checks.append(1)
         return len(checks) == 2
 
-    result, _, _ = run([tool_calls_response(("search", {"q": "a"}))], pause_checker=pause,
-                       user_message_source=lambda ctx: "" if len(checks) < 2 else queue.pop())
+    result, _, _ = run(
+        [tool_calls_response(("search", {"q": "a"}))],
+        pause_checker=pause,
+        user_message_source=lambda ctx: "" if len(checks) < 2 else queue.pop(),
+    )
     assert result.paused and queue == ["use approach B"]
     assert [s.tool_name for s in result.steps] == ["search"]
 
@@ -132,8 +137,11 @@ def test_resumed_steps_count_against_the_budget_and_numbering_continues() -> Non
 def test_live_message_becomes_the_last_user_message_of_that_request() -> None:
     polls = iter(["", "  use approach B  ", "\u200b \n", ""])
     result, llm, events = run(
-        [tool_calls_response(("search", {"q": "a"})), tool_calls_response(("search", {"q": "b"})),
-         finish_response("x")],
+        [
+            tool_calls_response(("search", {"q": "a"})),
+            tool_calls_response(("search", {"q": "b"})),
+            finish_response("x"),
+        ],
         user_message_source=lambda ctx: next(polls, ""),
     )
     live = [s for s in result.steps if s.user_nudge == "  use approach B  "]
@@ -152,8 +160,13 @@ async def test_async_pause_checker_and_message_source_are_awaited() -> None:
         return False
 
     tools = echo_tools()
-    executor = Executor(ScriptedLLM([finish_response("x")]), tools, 5, pause_checker=pause,
-                        user_message_source=source)
+    executor = Executor(
+        ScriptedLLM([finish_response("x")]),
+        tools,
+        5,
+        pause_checker=pause,
+        user_message_source=source,
+    )
     result = await executor.run(tools.list(), ContextWindow())
     assert result.steps[0].user_nudge == "hello"
 
@@ -171,8 +184,11 @@ def test_a_raising_pause_checker_propagates_after_saving_the_trajectory() -> Non
 
 def test_interjection_survives_a_reactive_compaction_retry_and_is_consumed_once() -> None:
     cw = InterjectingContext(interjection="resume: focus on tests")
-    llm_script: list[Any] = [ContextWindowExceededError("context_length_exceeded"),
-                             tool_calls_response(("search", {"q": "a"})), finish_response("x")]
+    llm_script: list[Any] = [
+        ContextWindowExceededError("context_length_exceeded"),
+        tool_calls_response(("search", {"q": "a"})),
+        finish_response("x"),
+    ]
     result, llm, events = run(llm_script, cw=cw)
     assert cw.consumed == 1 and cw.compactions == 1
     assert llm.requests[0].messages[-1].content == "resume: focus on tests"
@@ -197,8 +213,12 @@ def test_overflow_with_nothing_to_compact_raises_at_once() -> None:
 
 
 def test_checkpoint_round_trips_and_refuses_newer_versions(tmp_path: Any) -> None:
-    result, _, _ = run([tool_calls_response(("search", {"q": "a"}), ("read_file", {"path": "b"}),
-                                            thought="t"), finish_response("x")])
+    result, _, _ = run(
+        [
+            tool_calls_response(("search", {"q": "a"}), ("read_file", {"path": "b"}), thought="t"),
+            finish_response("x"),
+        ]
+    )
     path = tmp_path / "run.json"
     save_checkpoint(path, result.steps)
     assert load_checkpoint(path) == result.steps

@@ -21,16 +21,28 @@ from sp4rk.tools import Registry
 from .helpers import echo_tools
 
 
-def task(step_id: str, llm: object, tools: Registry, events: RecordingEvents | None = None,
-         max_steps: int = 5) -> SubAgentTask:
-    return SubAgentTask(step_id, Executor(llm, tools, max_steps), ContextWindow(task=step_id),  # type: ignore[arg-type]
-                        tools.list(), f"do {step_id}", events=events)
+def task(
+    step_id: str,
+    llm: object,
+    tools: Registry,
+    events: RecordingEvents | None = None,
+    max_steps: int = 5,
+) -> SubAgentTask:
+    return SubAgentTask(
+        step_id,
+        Executor(llm, tools, max_steps),
+        ContextWindow(task=step_id),  # type: ignore[arg-type]
+        tools.list(),
+        f"do {step_id}",
+        events=events,
+    )
 
 
 async def test_a_finished_sub_agent_succeeds_and_fires_both_events() -> None:
     events = RecordingEvents()
-    result = await run_sub_agent(task("s1", ScriptedLLM([finish_response("42")]), echo_tools(),
-                                      events))
+    result = await run_sub_agent(
+        task("s1", ScriptedLLM([finish_response("42")]), echo_tools(), events)
+    )
     assert result.success and result.output == "42" and result.error is None
     assert events.of("sub_agent_launch") == [("s1", "do s1")]
     assert events.of("sub_agent_complete")[0][:2] == ("s1", True)
@@ -38,9 +50,14 @@ async def test_a_finished_sub_agent_succeeds_and_fires_both_events() -> None:
 
 async def test_budget_exhaustion_and_llm_errors_are_reported_not_raised() -> None:
     tools = echo_tools()
-    exhausted = await run_sub_agent(task(
-        "s2", ScriptedLLM([tool_calls_response(("search", {"q": str(i)})) for i in range(3)]),
-        tools, max_steps=2))
+    exhausted = await run_sub_agent(
+        task(
+            "s2",
+            ScriptedLLM([tool_calls_response(("search", {"q": str(i)})) for i in range(3)]),
+            tools,
+            max_steps=2,
+        )
+    )
     assert not exhausted.success and "step budget" in str(exhausted.error)
     failed = await run_sub_agent(task("s3", ScriptedLLM([LLMError("down")]), tools))
     assert not failed.success and isinstance(failed.error, LLMError) and failed.step_id == "s3"
@@ -48,8 +65,9 @@ async def test_budget_exhaustion_and_llm_errors_are_reported_not_raised() -> Non
 
 async def test_printed_tool_call_syntax_in_the_answer_is_not_a_success() -> None:
     events = RecordingEvents()
-    result = await run_sub_agent(task("s4", ScriptedLLM([finish_response("```bash_exec\nls\n```")]),
-                                      echo_tools(), events))
+    result = await run_sub_agent(
+        task("s4", ScriptedLLM([finish_response("```bash_exec\nls\n```")]), echo_tools(), events)
+    )
     assert not result.success and "tool-call syntax" in str(result.error)
     assert events.of("sub_agent_complete")[0][1] is False
 
@@ -67,8 +85,12 @@ async def test_parallel_sub_agents_run_concurrently_and_keep_input_order() -> No
         return finish_response(f"answer from {name}")
 
     tools = echo_tools()
-    results = await asyncio.wait_for(run_sub_agents_parallel(
-        [task("first", FunctionLLM(model), tools), task("second", FunctionLLM(model), tools)]), 10)
+    results = await asyncio.wait_for(
+        run_sub_agents_parallel(
+            [task("first", FunctionLLM(model), tools), task("second", FunctionLLM(model), tools)]
+        ),
+        10,
+    )
     assert [r.output for r in results] == ["answer from first", "answer from second"]
     assert await run_sub_agents_parallel([]) == []
 

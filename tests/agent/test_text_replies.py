@@ -37,8 +37,13 @@ def test_printed_tool_call_gets_its_own_nudge_and_shares_the_budget() -> None:
 
 
 def test_mixed_text_replies_share_one_budget_of_two() -> None:
-    result, llm, _ = run([text_response("```read_file\nx\n```"), text_response("plain"),
-                          text_response("final words")])
+    result, llm, _ = run(
+        [
+            text_response("```read_file\nx\n```"),
+            text_response("plain"),
+            text_response("final words"),
+        ]
+    )
     assert len(llm.requests) == 3 and result.output == "final words"
 
 
@@ -83,6 +88,11 @@ def test_printed_tool_call_detector(text: str, expected: bool) -> None:
 
 
 def test_max_tokens_text_reply_is_treated_as_text() -> None:
-    result, _, _ = run([text_response("cut off", stop_reason="max_tokens"),
-                        tool_calls_response(("search", {"q": "x"})), finish_response("ok")])
+    result, _, _ = run(
+        [
+            text_response("cut off", stop_reason="max_tokens"),
+            tool_calls_response(("search", {"q": "x"})),
+            finish_response("ok"),
+        ]
+    )
     assert result.finished and result.output == "ok"

@@ -38,9 +38,11 @@ def numbered(n: int) -> str:
 def test_stage1_cuts_lines_and_points_to_the_cached_full_result() -> None:
     full = numbered(100)
     llm_text = [tool_calls_response(("dump", {"q": "x"})), finish_response("d")]
-    result, _, _ = run(llm_text, tools=big_tools(full),
-                       setup=lambda ex: ex.set_per_tool_truncation(
-                           {"dump": ToolTruncationConfig(max_lines=10)}))
+    result, _, _ = run(
+        llm_text,
+        tools=big_tools(full),
+        setup=lambda ex: ex.set_per_tool_truncation({"dump": ToolTruncationConfig(max_lines=10)}),
+    )
     step = result.steps[0]
     assert step.observation.startswith(numbered(10) + "\n\n[This output was truncated to 10 lines")
     assert "line 11" not in step.observation.split("\n\n[")[0]
@@ -52,10 +54,11 @@ def test_stage1_cuts_lines_and_points_to_the_cached_full_result() -> None:
 
 def test_stage1_byte_cut_never_splits_a_code_point() -> None:
     full = "ab€" * 1000
-    result, _, _ = run([tool_calls_response(("dump", {"q": "x"})), finish_response("d")],
-                       tools=big_tools(full),
-                       setup=lambda ex: ex.set_per_tool_truncation(
-                           {"dump": ToolTruncationConfig(max_bytes=7)}))
+    result, _, _ = run(
+        [tool_calls_response(("dump", {"q": "x"})), finish_response("d")],
+        tools=big_tools(full),
+        setup=lambda ex: ex.set_per_tool_truncation({"dump": ToolTruncationConfig(max_bytes=7)}),
+    )
     body = result.steps[0].observation.split("\n\n[")[0]
     assert body == "ab€ab"
     assert "byte limit (7 bytes)" in result.steps[0].observation
@@ -71,11 +74,18 @@ def test_default_stage1_limits_apply_until_replaced() -> None:
         return numbered(20_000)
 
     registry.register(bash)
-    result, _, _ = run([tool_calls_response(("bash_exec", {"command": "x"})), finish_response("d")],
-                       tools=registry, tool_result_budget=ToolResultBudget(hard_cap_tokens=0))
+    result, _, _ = run(
+        [tool_calls_response(("bash_exec", {"command": "x"})), finish_response("d")],
+        tools=registry,
+        tool_result_budget=ToolResultBudget(hard_cap_tokens=0),
+    )
     assert "truncated to 10000 lines for 'bash_exec'" in result.steps[0].observation
-    off, _, _ = run(calls, tools=registry, tool_result_budget=ToolResultBudget(hard_cap_tokens=0),
-                    setup=lambda ex: ex.set_per_tool_truncation(None))
+    off, _, _ = run(
+        calls,
+        tools=registry,
+        tool_result_budget=ToolResultBudget(hard_cap_tokens=0),
+        setup=lambda ex: ex.set_per_tool_truncation(None),
+    )
     assert "truncated" not in off.steps[0].observation
 
 
@@ -93,8 +103,11 @@ def test_set_per_tool_truncation_deep_copies() -> None:
 def test_stage2_caps_a_result_to_its_share_of_the_window() -> None:
     full = "a" * 4000
     cw = FakeContext(available=1000)  # cap = 40 % of 1000 = 400 tokens = 1600 bytes
-    result, _, _ = run([tool_calls_response(("dump", {"q": "x"})), finish_response("d")],
-                       tools=big_tools(full), cw=cw)
+    result, _, _ = run(
+        [tool_calls_response(("dump", {"q": "x"})), finish_response("d")],
+        tools=big_tools(full),
+        cw=cw,
+    )
     obs = result.steps[0].observation
     assert obs.startswith("a" * 1600 + "\n\n[OUTPUT TRUNCATED: showing ~400 of ~1000 tokens (40%).")
     assert "a" * 1601 not in obs
@@ -103,11 +116,17 @@ def test_stage2_caps_a_result_to_its_share_of_the_window() -> None:
 
 def test_stage2_floor_is_256_tokens() -> None:
     cw = FakeContext(available=100)
-    ok, _, _ = run([tool_calls_response(("dump", {"q": "x"})), finish_response("d")],
-                   tools=big_tools("b" * 1024), cw=cw)
+    ok, _, _ = run(
+        [tool_calls_response(("dump", {"q": "x"})), finish_response("d")],
+        tools=big_tools("b" * 1024),
+        cw=cw,
+    )
     assert ok.steps[0].observation == "b" * 1024
-    cut, _, _ = run([tool_calls_response(("dump", {"q": "x"})), finish_response("d")],
-                    tools=big_tools("b" * 1028), cw=FakeContext(available=100))
+    cut, _, _ = run(
+        [tool_calls_response(("dump", {"q": "x"})), finish_response("d")],
+        tools=big_tools("b" * 1028),
+        cw=FakeContext(available=100),
+    )
     assert "OUTPUT TRUNCATED" in cut.steps[0].observation
 
 
@@ -121,20 +140,29 @@ def test_stage2_accounts_for_earlier_results_of_the_same_response() -> None:
 
 
 def test_non_cacheable_tools_are_cached_only_when_cut() -> None:
-    small, _, _ = run([tool_calls_response(("store_fact", {"q": "x"})), finish_response("d")],
-                      tools=big_tools("short fact"))
+    small, _, _ = run(
+        [tool_calls_response(("store_fact", {"q": "x"})), finish_response("d")],
+        tools=big_tools("short fact"),
+    )
     assert small.steps[0].cache_hash == ""
-    big, _, _ = run([tool_calls_response(("store_fact", {"q": "x"})), finish_response("d")],
-                    tools=big_tools("f" * 4000), cw=FakeContext(available=1000))
+    big, _, _ = run(
+        [tool_calls_response(("store_fact", {"q": "x"})), finish_response("d")],
+        tools=big_tools("f" * 4000),
+        cw=FakeContext(available=1000),
+    )
     assert big.steps[0].cache_hash == compute_tool_result_hash("store_fact", "f" * 4000)
     assert "Hash:" in big.steps[0].observation
 
 
 def test_without_a_cache_nothing_is_hashed() -> None:
-    result, llm, _ = run([tool_calls_response(("dump", {"q": "x"})), finish_response("d")],
-                         tools=big_tools(numbered(30)),
-                         setup=lambda ex: (ex.set_tool_cache(None), ex.set_per_tool_truncation(
-                             {"dump": ToolTruncationConfig(max_lines=3)})))
+    result, llm, _ = run(
+        [tool_calls_response(("dump", {"q": "x"})), finish_response("d")],
+        tools=big_tools(numbered(30)),
+        setup=lambda ex: (
+            ex.set_tool_cache(None),
+            ex.set_per_tool_truncation({"dump": ToolTruncationConfig(max_lines=3)}),
+        ),
+    )
     assert result.steps[0].cache_hash == ""
     assert "tool_result_read" not in result.steps[0].observation
     assert "tool_result_read" not in [d.name for d in llm.requests[0].tools]
@@ -150,8 +178,9 @@ def test_the_model_pages_the_rest_back_with_tool_result_read() -> None:
         if "truncated to 10 lines" in last:
             match = re.search(r'hash="([0-9a-f]+)"', last)
             assert match is not None
-            return tool_calls_response(("tool_result_read", {
-                "hash": match.group(1), "start_line": 11, "num_lines": 5}))
+            return tool_calls_response(
+                ("tool_result_read", {"hash": match.group(1), "start_line": 11, "num_lines": 5})
+            )
         return finish_response(last)
 
     tools = big_tools(full)
@@ -159,7 +188,9 @@ def test_the_model_pages_the_rest_back_with_tool_result_read() -> None:
     executor.set_per_tool_truncation({"dump": ToolTruncationConfig(max_lines=10)})
     result = executor.run_sync(tools.list(), ContextWindow(task="page it"))
     obs = result.steps[1].observation
-    assert re.match(r"\[Lines 11-15 of 100 from cached dump result \| hash: [0-9a-f]{8,}\]\nline 11\n", obs)
+    assert re.match(
+        r"\[Lines 11-15 of 100 from cached dump result \| hash: [0-9a-f]{8,}\]\nline 11\n", obs
+    )
     assert "line 16" not in obs and "start_line=16" in obs
     assert result.steps[1].is_untrusted
     assert events.of("tool_call")[1][2] == "dump (cached)"
@@ -179,23 +210,31 @@ def test_a_stale_file_backed_entry_tells_the_model_to_rerun(tmp_path: Path) -> N
     tools = Registry([read_file])
     cache = ToolResultCache()
     ctx = RunContext(workspace=tmp_path)
-    result, _, _ = run([tool_calls_response(("read_file", {"path": "notes.txt"})),
-                        finish_response("d")], tools=tools, ctx=ctx,
-                       setup=lambda ex: ex.set_tool_cache(cache))
+    result, _, _ = run(
+        [tool_calls_response(("read_file", {"path": "notes.txt"})), finish_response("d")],
+        tools=tools,
+        ctx=ctx,
+        setup=lambda ex: ex.set_tool_cache(cache),
+    )
     full_hash = result.steps[0].cache_hash
     assert cache.check_coherence(full_hash)
     target.write_text("changed, and longer than before\n" * 3)
     assert not cache.check_coherence(full_hash)
     read = tool_calls_response(("tool_result_read", {"hash": full_hash[:10]}))
-    stale, _, _ = run([read, finish_response("d")], tools=tools, ctx=ctx,
-                      setup=lambda ex: ex.set_tool_cache(cache))
+    stale, _, _ = run(
+        [read, finish_response("d")],
+        tools=tools,
+        ctx=ctx,
+        setup=lambda ex: ex.set_tool_cache(cache),
+    )
     assert stale.steps[0].is_error and "is stale" in stale.steps[0].observation
     assert "Re-run the original tool" in stale.steps[0].observation
 
 
 def test_binary_and_invalid_text_outputs_do_not_break_the_run() -> None:
     weird = "\x00\x01\udcff" + "é" * 10 + "\ufffd"
-    result, llm, _ = run([tool_calls_response(("dump", {"q": "x"})), finish_response("d")],
-                         tools=big_tools(weird))
+    result, llm, _ = run(
+        [tool_calls_response(("dump", {"q": "x"})), finish_response("d")], tools=big_tools(weird)
+    )
     assert result.finished
     json.dumps([m.to_dict() for m in llm.requests[1].messages])  # still serialisable

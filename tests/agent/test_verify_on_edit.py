@@ -40,8 +40,10 @@ def edit(path: str = "a.py") -> tuple[str, Any]:
 
 def test_one_edit_runs_the_check_once_and_appends_the_note() -> None:
     runner = Runner()
-    result, _, events = run([tool_calls_response(edit()), finish_response("d")],
-                            setup=lambda ex: ex.set_verify_on_edit(runner))
+    result, _, events = run(
+        [tool_calls_response(edit()), finish_response("d")],
+        setup=lambda ex: ex.set_verify_on_edit(runner),
+    )
     assert runner.calls == 1
     obs = result.steps[0].observation
     assert obs.startswith("edited\n\n[verify_on_edit] Verification passed (exit 0)")
@@ -57,17 +59,19 @@ def test_without_a_runner_nothing_is_appended() -> None:
 def test_several_edits_in_one_response_verify_once_on_the_last_call() -> None:
     runner = Runner()
     both = tool_calls_response(edit(), ("write_file", {"path": "b", "content": "x"}))
-    result, _, _ = run([both, finish_response("d")],
-                       setup=lambda ex: ex.set_verify_on_edit(runner))
+    result, _, _ = run([both, finish_response("d")], setup=lambda ex: ex.set_verify_on_edit(runner))
     assert runner.calls == 1
     assert "[verify_on_edit]" not in result.steps[0].observation
     assert "[verify_on_edit]" in result.steps[1].observation
 
 
-@pytest.mark.parametrize("script", [
-    [tool_calls_response(("read_file", {"path": "a"})), finish_response("d")],
-    [tool_calls_response(("fail", {"q": "edit"})), finish_response("d")],
-])
+@pytest.mark.parametrize(
+    "script",
+    [
+        [tool_calls_response(("read_file", {"path": "a"})), finish_response("d")],
+        [tool_calls_response(("fail", {"q": "edit"})), finish_response("d")],
+    ],
+)
 def test_reads_and_failed_calls_do_not_verify(script: list[Any]) -> None:
     runner = Runner()
     run(script, setup=lambda ex: ex.set_verify_on_edit(runner))
@@ -76,24 +80,30 @@ def test_reads_and_failed_calls_do_not_verify(script: list[Any]) -> None:
 
 def test_edit_then_finish_in_one_response_puts_the_note_in_the_answer() -> None:
     runner = Runner(EditVerifyResult(output="1 failed", exit_code=1))
-    result, _, _ = run([tool_calls_response(edit(), ("finish", {"answer": "done"}))],
-                       setup=lambda ex: ex.set_verify_on_edit(runner))
+    result, _, _ = run(
+        [tool_calls_response(edit(), ("finish", {"answer": "done"}))],
+        setup=lambda ex: ex.set_verify_on_edit(runner),
+    )
     assert runner.calls == 1
     assert result.output.startswith("done\n\n[verify_on_edit] VERIFICATION FAILED (exit 1)")
     assert "VERIFICATION FAILED" in result.steps[0].observation
 
 
 class RejectBash(HITLHandler):
-    async def on_tool_call(self, ctx: RunContext, tool_name: str, input: str
-                           ) -> HITLToolDecision | None:
+    async def on_tool_call(
+        self, ctx: RunContext, tool_name: str, input: str
+    ) -> HITLToolDecision | None:
         return HITLToolDecision(allow=False) if tool_name == "bash_exec" else None
 
 
 def test_a_rejected_last_call_still_closes_the_group_with_the_note() -> None:
     runner = Runner()
     calls = tool_calls_response(edit(), ("bash_exec", {"command": "rm -rf /"}))
-    result, _, _ = run([calls, finish_response("d")], hitl=RejectBash(),
-                       setup=lambda ex: ex.set_verify_on_edit(runner))
+    result, _, _ = run(
+        [calls, finish_response("d")],
+        hitl=RejectBash(),
+        setup=lambda ex: ex.set_verify_on_edit(runner),
+    )
     assert runner.calls == 1
     assert result.steps[1].observation.startswith("[Tool call rejected")
     assert "[verify_on_edit]" in result.steps[1].observation
@@ -102,8 +112,10 @@ def test_a_rejected_last_call_still_closes_the_group_with_the_note() -> None:
 def test_a_breaker_that_skips_the_last_call_still_flushes_the_check() -> None:
     runner = Runner()
     same = ("search", {"q": "same"})
-    script = [tool_calls_response(edit(), same, same, same, ("search", {"q": "never"})),
-              finish_response("d")]
+    script = [
+        tool_calls_response(edit(), same, same, same, ("search", {"q": "never"})),
+        finish_response("d"),
+    ]
     result, _, _ = run(script, setup=lambda ex: ex.set_verify_on_edit(runner))
     assert runner.calls == 1
     group = result.steps[:-1]
@@ -116,8 +128,7 @@ def test_pending_verification_is_flushed_before_an_abort_returns() -> None:
     runner = Runner()
     cfg = CircuitBreakerConfig(fruitless_nudge_threshold=0, fruitless_abort_threshold=1)
     script = [tool_calls_response(edit(), ("empty", {"q": "x"}))]
-    result, _, _ = run(script, circuit_breaker=cfg,
-                       setup=lambda ex: ex.set_verify_on_edit(runner))
+    result, _, _ = run(script, circuit_breaker=cfg, setup=lambda ex: ex.set_verify_on_edit(runner))
     assert result.output.startswith("Aborted")
     assert runner.calls == 1
     assert "[verify_on_edit]" in result.steps[-1].observation
@@ -127,10 +138,13 @@ def test_a_raising_runner_gives_a_not_verified_note() -> None:
     async def broken(ctx: RunContext) -> EditVerifyResult:
         raise FileNotFoundError("pytest not installed")
 
-    result, _, _ = run([tool_calls_response(edit()), text_response("x"), finish_response("d")],
-                       setup=lambda ex: ex.set_verify_on_edit(broken))
+    result, _, _ = run(
+        [tool_calls_response(edit()), text_response("x"), finish_response("d")],
+        setup=lambda ex: ex.set_verify_on_edit(broken),
+    )
     assert "Could not run the verification command: pytest not installed" in (
-        result.steps[0].observation)
+        result.steps[0].observation
+    )
 
 
 def test_note_formats() -> None:

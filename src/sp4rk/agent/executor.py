@@ -59,6 +59,9 @@ class Executor:
             steps (``ContextWindow.seed_steps``). They count against ``max_steps``.
         pause_checker: ``fn(ctx) -> bool`` checked at every step boundary.
         user_message_source: ``fn(ctx) -> str`` polled at every boundary for a live message.
+        parallel_tool_calls: run consecutive read-only calls of one response concurrently
+            (tools declare themselves read-only, e.g. ``@tool(read_only=True)``); approval
+            still happens call by call, and observations are recorded in the model's order.
 
     One executor runs one thing at a time: a second ``run`` while one is in flight raises
     ``RuntimeError``. Build a fresh executor per concurrent run (see ``run_sub_agents_parallel``).
@@ -79,6 +82,7 @@ class Executor:
         resume_steps: Sequence[Step] | None = None,
         pause_checker: PauseChecker | None = None,
         user_message_source: MessageSource | None = None,
+        parallel_tool_calls: bool = False,
     ) -> None:
         if not isinstance(llm, LLMCaller):
             raise TypeError(f"llm must have an async call(request) method, got {llm!r}")
@@ -102,6 +106,7 @@ class Executor:
             resume_steps=list(resume_steps or ()),
             pause_checker=pause_checker,
             user_message_source=user_message_source,
+            parallel_tool_calls=parallel_tool_calls,
             logger=_log,
             tool_cache=ToolResultCache(),
             per_tool_truncation=default_tool_truncation_config(),

@@ -77,6 +77,7 @@ class ExecutorSettings:
     resume_steps: list[Step]
     pause_checker: PauseChecker | None
     user_message_source: MessageSource | None
+    parallel_tool_calls: bool
     logger: logging.Logger = logger
     reasoning_effort: str = ""
     tool_cache: ToolResultCache | None = None

@@ -8,8 +8,10 @@ checkpoint never holds half a response.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from sp4rk.agent._loop import checklist, nudges
@@ -44,30 +46,111 @@ async def run_tool_calls(run: Run, response: ChatResponse) -> Flow | ExecutorRes
     """Process every tool call of ``response``; return how the step ended, or the result."""
     run.counters.truncations = 0
     calls = response.message.tool_calls
-    group = run.next_group()
-    first_head = response_head(response)
-    tokens = response_tokens(response)
+    r = _Response(run.next_group(), response_head(response), response_tokens(response), len(calls))
     flow = Flow.COMPLETED
-    last = len(calls) - 1
-    for idx, call in enumerate(calls):
-        head = first_head if idx == 0 else {}
+    idx = 0
+    while idx < len(calls):
+        call = calls[idx]
+        head = r.head if idx == 0 else {}
         if call.name == FINISH_TOOL_NAME:
-            outcome = await _finish_call(run, call, idx, head, tokens, group)
+            outcome = await _finish_call(run, call, idx, head, r.tokens, r.group)
             if isinstance(outcome, ExecutorResult):
                 return outcome
             if outcome is Flow.COMPLETED:
                 break  # a gate rejected the finish: the rest of the response is dropped
+            idx += 1
             continue
-        step_outcome = await _tool_call(run, call, idx, idx == last, head, tokens, group)
+        batch = _concurrent_batch(run, calls, idx)
+        step_outcome = await _run_batch(run, calls, idx, batch, r)
         if isinstance(step_outcome, ExecutorResult):
             return step_outcome
         if step_outcome is not _Next.CONTINUE:
             flow = Flow.INTERCEPTED
         if step_outcome is _Next.BREAK:
             break
+        idx += batch
     await flush_verification(run)
     run.commit()
     return flow
+
+
+@dataclass(slots=True)
+class _Response:
+    """What every step of one response shares."""
+
+    group: int
+    head: dict[str, Any]
+    tokens: int
+    calls: int
+
+
+@dataclass(slots=True)
+class _Deferred:
+    """A call answered without running (rejected or intercepted): its step and what follows."""
+
+    step: Step
+    then: _Next
+
+
+@dataclass(slots=True)
+class _Approved:
+    """A call that passed the repeat check and approval, ready to run."""
+
+    call: ToolCall
+    idx: int
+    key: str
+    source: str
+    exec_input: str
+    approved: bool
+
+
+def _concurrent_batch(run: Run, calls: list[ToolCall], idx: int) -> int:
+    """How many calls from ``idx`` on may run together: consecutive read-only calls."""
+    if not run.s.parallel_tool_calls or not _read_only(run, calls[idx].name):
+        return 1
+    end = idx + 1
+    while end < len(calls) and _read_only(run, calls[end].name):
+        end += 1
+    return end - idx
+
+
+def _read_only(run: Run, name: str) -> bool:
+    if name == RESULT_READ_TOOL and run.own_result_reader:
+        return True
+    get = getattr(run.tools, "get", None)
+    tool = get(name) if callable(get) and name in run.offered else None
+    return bool(getattr(tool, "read_only", False))
+
+
+async def _run_batch(
+    run: Run, calls: list[ToolCall], start: int, size: int, r: _Response
+) -> _Next | ExecutorResult:
+    """Approve each call of the batch in order, run the approved ones, record all in order."""
+    entries: list[_Approved | _Deferred] = []
+    for idx in range(start, start + size):
+        head = r.head if idx == 0 else {}
+        entry = await _approve(run, calls[idx], idx, idx == r.calls - 1, head, r)
+        if isinstance(entry, ExecutorResult):
+            return entry
+        entries.append(entry)
+        if isinstance(entry, _Deferred) and entry.then is _Next.BREAK:
+            break
+    approved = [e for e in entries if isinstance(e, _Approved)]
+    runs = [_execute(run, a.call.name, a.exec_input, a.approved) for a in approved]
+    results = iter(await asyncio.gather(*runs) if len(runs) > 1 else [await c for c in runs])
+    outcome = _Next.CONTINUE
+    for entry in entries:
+        if isinstance(entry, _Deferred):
+            run.record(entry.step)
+            outcome = entry.then
+            if outcome is _Next.BREAK:
+                break
+            continue
+        head = r.head if entry.idx == 0 else {}
+        done = await _complete(run, entry, next(results), entry.idx == r.calls - 1, head, r)
+        if isinstance(done, ExecutorResult) or done is _Next.BREAK:
+            return done
+    return outcome
 
 
 async def _finish_call(
@@ -95,9 +178,10 @@ async def _finish_call(
     )
 
 
-async def _tool_call(
-    run: Run, call: ToolCall, idx: int, last: bool, head: dict[str, Any], tokens: int, group: int
-) -> _Next | ExecutorResult:
+async def _approve(
+    run: Run, call: ToolCall, idx: int, last: bool, head: dict[str, Any], r: _Response
+) -> _Approved | _Deferred | ExecutorResult:
+    """Announce the call, check it is not a repeat, and ask the HITL handler."""
     name, raw = call.name, call.input
     source = run.tools.get_tool_source(name) if name in run.task_tool_names else "core"
     run.emit("tool_call", run.step, idx, _display_name(run, call), raw, source)
@@ -105,32 +189,35 @@ async def _tool_call(
     key = call_key(name, raw)
     verdict = check_repeat(run, key)
     if verdict is not Verdict.OK:
-        return await _repeat_intercept(run, call, idx, head, tokens, group, verdict)
+        return await _repeat_intercept(run, call, idx, head, r.tokens, r.group, verdict)
 
     decision = await run.s.hitl.on_tool_call(run.ctx, name, raw)
-    exec_input, approved = raw, False
-    if decision is not None:
-        if not decision.allow:
-            observation = f"[Tool call rejected: {decision.reason or 'rejected by user'}]"
-            if last:
-                observation = _join(observation, await verification_note(run))
-            run.emit("tool_result", run.step, idx, len(observation), observation, True)
-            run.record(_step(head, call, observation, True, tokens, group))
-            return _Next.REJECTED
-        approved = True
-        if decision.modified_input:
-            exec_input = decision.modified_input
+    if decision is None:
+        return _Approved(call, idx, key, source, raw, approved=False)
+    if not decision.allow:
+        observation = f"[Tool call rejected: {decision.reason or 'rejected by user'}]"
+        if last:
+            observation = _join(observation, await verification_note(run))
+        run.emit("tool_result", run.step, idx, len(observation), observation, True)
+        return _Deferred(_step(head, call, observation, True, r.tokens, r.group), _Next.REJECTED)
+    return _Approved(call, idx, key, source, decision.modified_input or raw, approved=True)
 
-    result = await _execute(run, name, exec_input, approved)
-    note_result(run.counters, key, result.is_error)
+
+async def _complete(
+    run: Run, a: _Approved, result: ToolResult, last: bool, head: dict[str, Any], r: _Response
+) -> _Next | ExecutorResult:
+    """Run the breakers on a result, process it into an observation, and record the step."""
+    name = a.call.name
+    note_result(run.counters, a.key, result.is_error)
     content, is_error = result.content, result.is_error
-    untrusted = run.own_result_reader if name == RESULT_READ_TOOL else False
-    untrusted = untrusted or run.tools.is_tool_untrusted(name)
+    untrusted = (name == RESULT_READ_TOOL and run.own_result_reader) or run.tools.is_tool_untrusted(
+        name
+    )
 
     # Breakers look at the raw result; one call trips at most one of them.
     breaker, verdict = "fruitless", check_fruitless(run, name, content, is_error)
     if verdict is Verdict.OK:
-        breaker, verdict = "same_tool", check_same_tool(run, name, key, content, is_error)
+        breaker, verdict = "same_tool", check_same_tool(run, name, a.key, content, is_error)
     observation = content or "(no output)"
     if verdict is Verdict.OK:
         is_parse_error = is_error and PARSE_ERROR_PREFIX in content
@@ -142,25 +229,25 @@ async def _tool_call(
                 consecutive_parse_errors=run.counters.parse_count,
             )
             observation += "\n\n" + nudges.parse_error_note(
-                run.counters.parse_count, content, exec_input
+                run.counters.parse_count, content, a.exec_input
             )
             verdict = Verdict.OK
         breaker = "parse_error"
 
     observation, cache_hash = process_tool_result(
-        run, name, exec_input, content, observation, source
+        run, name, a.exec_input, content, observation, a.source
     )
     note_call(run, name, is_error)
     if last:
         observation = _join(observation, await verification_note(run))
-    run.emit("tool_result", run.step, idx, len(observation), observation, is_error)
+    run.emit("tool_result", run.step, a.idx, len(observation), observation, is_error)
     step = Step(
         **head,
-        action=call,
+        action=a.call,
         observation=observation,
         is_error=is_error,
-        tokens_used=tokens,
-        response_group=group,
+        tokens_used=r.tokens,
+        response_group=r.group,
         is_untrusted=untrusted,
         cache_hash=cache_hash,
     )
@@ -203,26 +290,25 @@ async def _repeat_intercept(
     tokens: int,
     group: int,
     verdict: Verdict,
-) -> _Next | ExecutorResult:
+) -> _Deferred | ExecutorResult:
     """An identical call was repeated: it does not run; nudge, or abort unless reprieved."""
     count = run.counters.repeat_count
     if verdict is Verdict.NUDGE:
         message = nudges.repeat_nudge(call.name, count, run.counters.repeat_last_error)
         run.diag("repeated_tool_call_nudge", tool=call.name, repeat_count=count)
         run.emit("tool_result", run.step, idx, len(message), message, True)
-        run.record(_step(head, call, message, True, tokens, group))
-        return _Next.BREAK
+        return _Deferred(_step(head, call, message, True, tokens, group), _Next.BREAK)
     run.diag("repeated_tool_call_abort", tool=call.name, repeat_count=count)
     message = nudges.repeat_abort(call.name, count)
     run.emit("tool_result", run.step, idx, len(message), message, True)
     nudge = await reprieve(run, "repeat")
     if nudge is None:
         return await _end(run, message, ExitReason.REPEAT_ABORT)
-    run.record(
-        _step(head, call, "Not executed: " + message.removeprefix("Aborted: "), True, tokens, group)
+    step = _step(
+        head, call, "Not executed: " + message.removeprefix("Aborted: "), True, tokens, group
     )
-    run.pending[-1].user_nudge = nudge
-    return _Next.BREAK
+    step.user_nudge = nudge
+    return _Deferred(step, _Next.BREAK)
 
 
 async def _breaker_trip(
