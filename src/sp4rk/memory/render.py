@@ -2,28 +2,78 @@
 
 Each tool call gets exactly one tool message, in order; the steps of one response (same
 non-zero ``response_group``) become one assistant message with several calls; nudges become
-user messages; untrusted observations are wrapped in ``<untrusted-content>``.
+user messages; untrusted observations are wrapped in ``<untrusted-content>``. Tool-call ids are
+made unique first (:class:`CallIds`): models sometimes omit them or reuse ``call_0`` in every
+response, and providers reject a history where one id answers two calls.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 
 from sp4rk._internal.text import INVISIBLE, has_visible_content
-from sp4rk._internal.untrusted import wrap_untrusted_content
+from sp4rk._internal.untrusted import strip_untrusted_tags, wrap_untrusted_content
 from sp4rk.agent.types import Step
-from sp4rk.llm.types import Message, ToolCall
+from sp4rk.llm.types import Message
 
 #: Content of an assistant turn that had neither text nor calls (providers reject empty turns).
 EMPTY_ASSISTANT = "(proceeding)"
 #: Content of a tool message whose observation was empty.
 NO_OUTPUT = "(no output)"
 
+#: ``observe(index, step)`` gives the text shown for a step's observation (masking hooks in here).
+Observe = Callable[[int, Step], str]
 
-def step_units(steps: Sequence[Step]) -> list[tuple[int, int]]:
-    """Split ``steps`` into render units: ``(start, end)`` of each group or standalone step."""
+_WRAP_OPEN = "<untrusted-content "
+_WRAP_CLOSE = "\n</untrusted-content>"
+
+
+class CallIds:
+    """Gives every tool call an id that is non-empty and unique within one history.
+
+    The model's own id is kept when it is new; a missing or reused one becomes
+    ``call_{step index}`` (suffixed until unique). Assignment is append-only, so a step keeps
+    its id for the life of the history.
+    """
+
+    __slots__ = ("_used",)
+
+    def __init__(self) -> None:
+        self._used: set[str] = set()
+
+    def reserve(self, call_id: str) -> None:
+        """Mark ``call_id`` as taken (an id that appears in a compacted prefix)."""
+        self._used.add(call_id)
+
+    def normalize(self, step: Step, index: int) -> Step:
+        """``step`` itself when its id is fine, else a copy carrying a fresh unique id."""
+        action = step.action
+        if action is None:
+            return step
+        if action.id and action.id not in self._used:
+            self._used.add(action.id)
+            return step
+        base = action.id or f"call_{index}"
+        candidate, k = f"{base}_{index}" if action.id else base, 1
+        while candidate in self._used:
+            candidate, k = f"{base}_{index}_{k}", k + 1
+        self._used.add(candidate)
+        return dataclasses.replace(step, action=dataclasses.replace(action, id=candidate))
+
+
+def unique_call_ids(steps: Sequence[Step]) -> list[Step]:
+    """``steps`` with every tool-call id made non-empty and unique (copies only where needed)."""
+    ids = CallIds()
+    return [ids.normalize(s, i) for i, s in enumerate(steps)]
+
+
+def step_units(
+    steps: Sequence[Step], start: int = 0, end: int | None = None
+) -> list[tuple[int, int]]:
+    """Split ``steps[start:end]`` into render units: ``(start, end)`` of each group or step."""
     units: list[tuple[int, int]] = []
-    i, n = 0, len(steps)
+    i, n = start, len(steps) if end is None else end
     while i < n:
         j = i + 1
         group = steps[i].response_group
@@ -35,24 +85,32 @@ def step_units(steps: Sequence[Step]) -> list[tuple[int, int]]:
     return units
 
 
-def call_id(step: Step, index: int) -> str:
-    """The step's tool-call id, or a stable stand-in when the model gave none."""
-    assert step.action is not None
-    return step.action.id or f"call_{index}"
+def unit_start(steps: Sequence[Step], index: int, floor: int = 0) -> int:
+    """First step of the unit containing ``steps[index]`` (never before ``floor``)."""
+    group = steps[index].response_group
+    while group > 0 and index > floor and steps[index - 1].response_group == group:
+        index -= 1
+    return index
 
 
 def render_unit(
-    steps: Sequence[Step], start: int, end: int, *, wrap_untrusted: bool = True
+    steps: Sequence[Step],
+    start: int,
+    end: int,
+    *,
+    observe: Observe | None = None,
+    wrap_untrusted: bool = True,
 ) -> list[Message]:
-    """The messages for ``steps[start:end]``, one group or one standalone step."""
+    """The messages for ``steps[start:end]``, one group or one standalone step.
+
+    Ids are used as they are: normalise them first (:class:`CallIds`).
+    """
     first = steps[start]
+    unit = steps[start:end]
     thought = first.thought.rstrip(INVISIBLE)
-    calls = [
-        ToolCall(call_id(s, i), s.action.name, s.action.input)
-        for i, s in enumerate(steps[start:end], start)
-        if s.action is not None
-    ]
-    nudges = [s.user_nudge for s in steps[start:end] if has_visible_content(s.user_nudge)]
+    calls = [s.action for s in unit if s.action is not None]
+    # Only the last nudge of a group survives: earlier ones were superseded within one reply.
+    nudges = [s.user_nudge for s in unit if has_visible_content(s.user_nudge)][-1:]
     out: list[Message] = []
     nudge_only = (
         not calls and not thought and not first.reasoning_content and not first.reasoning_items
@@ -63,33 +121,62 @@ def render_unit(
                 "assistant",
                 content=thought or ("" if calls else EMPTY_ASSISTANT),
                 reasoning_content=first.reasoning_content,
-                tool_calls=calls,
+                tool_calls=list(calls),
                 reasoning_items=list(first.reasoning_items),
             )
         )
-    for i, s in enumerate(steps[start:end], start):
+    for i, s in enumerate(unit, start):
         if s.action is not None:
-            out.append(tool_message(s, i, wrap_untrusted=wrap_untrusted))
+            text = observe(i, s) if observe is not None else None
+            out.append(tool_message(s, content=text, wrap_untrusted=wrap_untrusted))
     if nudges:
-        out.append(Message("user", content="\n\n".join(nudges)))
+        out.append(Message("user", content=nudges[0].rstrip(INVISIBLE)))
     return out
 
 
-def tool_message(
-    step: Step, index: int, *, content: str | None = None, wrap_untrusted: bool = True
-) -> Message:
+def tool_message(step: Step, *, content: str | None = None, wrap_untrusted: bool = True) -> Message:
     """The tool message answering ``step``'s call (``content`` overrides the observation)."""
     assert step.action is not None
-    text = step.observation.rstrip(INVISIBLE) if content is None else content
-    text = text or NO_OUTPUT
+    text = (step.observation if content is None else content).rstrip(INVISIBLE) or NO_OUTPUT
     if wrap_untrusted and step.is_untrusted:
         text = wrap_untrusted_content(text, step.action.name)
-    return Message("tool", content=text, tool_call_id=call_id(step, index))
+    return Message("tool", content=text, tool_call_id=step.action.id)
 
 
 def render_steps(steps: Sequence[Step], *, wrap_untrusted: bool = True) -> list[Message]:
-    """Every step as messages, in order."""
+    """Every step as messages, in order, with unique tool-call ids."""
+    return render_range(unique_call_ids(steps), 0, len(steps), wrap_untrusted=wrap_untrusted)
+
+
+def render_range(
+    steps: Sequence[Step],
+    start: int,
+    end: int,
+    *,
+    observe: Observe | None = None,
+    wrap_untrusted: bool = True,
+) -> list[Message]:
+    """``steps[start:end]`` as messages; ids must already be unique (:func:`unique_call_ids`).
+
+    ``start`` and ``end`` should be unit boundaries: a range that cuts a response group renders
+    its part of the group as a turn of its own (valid, but no longer the model's reply).
+    """
     out: list[Message] = []
-    for start, end in step_units(steps):
-        out.extend(render_unit(steps, start, end, wrap_untrusted=wrap_untrusted))
+    for a, b in step_units(steps, start, end):
+        out.extend(render_unit(steps, a, b, observe=observe, wrap_untrusted=wrap_untrusted))
     return out
+
+
+def ensure_wrapped(text: str, source: str) -> str:
+    """``text`` inside an untrusted boundary, wrapping it only if it is not already.
+
+    Text counts as wrapped when it is exactly one boundary with no tag left raw inside, which
+    is what :func:`wrap_untrusted_content` produces; a forged boundary with a raw tag inside is
+    wrapped again (and its tags neutralised).
+    """
+    if text.startswith(_WRAP_OPEN) and text.endswith(_WRAP_CLOSE):
+        head, sep, body = text.partition(">\n")
+        inner = body[: -len(_WRAP_CLOSE)]
+        if sep and "<" not in head[1:] and strip_untrusted_tags(inner) == inner:
+            return text
+    return wrap_untrusted_content(text, source)
