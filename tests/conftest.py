@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -38,7 +37,6 @@ def _guarded_connect_ex(self: socket.socket, address: Any) -> int:
 
 
 @pytest.fixture(autouse=True)
-def _no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
     monkeypatch.setattr(socket.socket, "connect_ex", _guarded_connect_ex)
-    yield

@@ -8,8 +8,9 @@ import sys
 import pytest
 
 
-@pytest.mark.parametrize("module", ["sp4rk", "sp4rk.llm", "sp4rk.llm.testing", "sp4rk.tools",
-                                    "sp4rk.tools.builtins"])
+@pytest.mark.parametrize(
+    "module", ["sp4rk", "sp4rk.llm", "sp4rk.llm.testing", "sp4rk.tools", "sp4rk.tools.builtins"]
+)
 def test_lower_layers_do_not_load_the_agent(module: str) -> None:
     code = (
         f"import sys, {module}\n"
@@ -22,7 +23,9 @@ def test_lower_layers_do_not_load_the_agent(module: str) -> None:
 
 
 def test_importing_sp4rk_is_cheap() -> None:
-    code = "import sys, sp4rk; print(','.join(m for m in ('pydantic', 'openai', 'anthropic') " \
-           "if m in sys.modules))"
+    code = (
+        "import sys, sp4rk; print(','.join(m for m in ('pydantic', 'openai', 'anthropic') "
+        "if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""

@@ -10,31 +10,84 @@ import pytest
 
 CONTRACT: dict[str, set[str]] = {
     "sp4rk.llm": {
-        "Message", "ContentBlock", "ToolCall", "ToolDefinition", "ReasoningItem", "TokenUsage",
-        "ChatRequest", "ChatResponse", "TokenCounter", "SimpleTokenCounter", "LLMError",
-        "ContextWindowExceededError", "RateLimitError", "OpenAIChatProvider",
-        "OpenAIResponsesProvider", "AnthropicProvider", "Router",
+        "Message",
+        "ContentBlock",
+        "ToolCall",
+        "ToolDefinition",
+        "ReasoningItem",
+        "TokenUsage",
+        "ChatRequest",
+        "ChatResponse",
+        "TokenCounter",
+        "SimpleTokenCounter",
+        "LLMError",
+        "ContextWindowExceededError",
+        "RateLimitError",
+        "OpenAIChatProvider",
+        "OpenAIResponsesProvider",
+        "AnthropicProvider",
+        "Router",
     },
     "sp4rk.llm.testing": {"ScriptedLLM", "FunctionLLM"},
     "sp4rk.tools": {
-        "ToolResult", "ToolDescriptor", "ToolPolicy", "CacheMode", "Tool", "ContentBackedReader",
-        "ToolError", "tool", "Registry", "RunContext",
+        "ToolResult",
+        "ToolDescriptor",
+        "ToolPolicy",
+        "CacheMode",
+        "Tool",
+        "ContentBackedReader",
+        "ToolError",
+        "tool",
+        "Registry",
+        "RunContext",
     },
     "sp4rk.tools.builtins": {"builtin_tools", "register_builtins"},
     "sp4rk.agent": {
-        "Executor", "Step", "ExecutorResult", "ExitReason", "FillCheck", "CircuitBreakerConfig",
-        "default_circuit_breaker_config", "ToolTruncationConfig", "default_tool_truncation_config",
-        "ToolResultBudget", "default_tool_result_budget", "ToolResultCache",
-        "compute_tool_result_hash", "FinishTool", "new_finish_tool", "LLMCaller",
-        "StreamingLLMCaller", "ToolExecutor", "ContextManager", "CompactionStrategy",
-        "CompactionResult", "VulnerableOutput", "TrajectoryStore", "InterjectionConsumer",
-        "Events", "NoopEvents", "HITLHandler", "HITLToolDecision", "StepLimitResponse",
-        "NoopHITLHandler", "EditVerifyResult", "DEFAULT_VERIFY_ON_EDIT_CAP", "DumpCaller",
-        "LoggingLLMCaller", "SubAgentTask", "SubAgentResult", "run_sub_agent",
-        "run_sub_agents_parallel", "RunContext",
+        "Executor",
+        "Step",
+        "ExecutorResult",
+        "ExitReason",
+        "FillCheck",
+        "CircuitBreakerConfig",
+        "default_circuit_breaker_config",
+        "ToolTruncationConfig",
+        "default_tool_truncation_config",
+        "ToolResultBudget",
+        "default_tool_result_budget",
+        "ToolResultCache",
+        "compute_tool_result_hash",
+        "FinishTool",
+        "new_finish_tool",
+        "LLMCaller",
+        "StreamingLLMCaller",
+        "ToolExecutor",
+        "ContextManager",
+        "CompactionStrategy",
+        "CompactionResult",
+        "VulnerableOutput",
+        "TrajectoryStore",
+        "InterjectionConsumer",
+        "Events",
+        "NoopEvents",
+        "HITLHandler",
+        "HITLToolDecision",
+        "StepLimitResponse",
+        "NoopHITLHandler",
+        "EditVerifyResult",
+        "DEFAULT_VERIFY_ON_EDIT_CAP",
+        "DumpCaller",
+        "LoggingLLMCaller",
+        "SubAgentTask",
+        "SubAgentResult",
+        "run_sub_agent",
+        "run_sub_agents_parallel",
+        "RunContext",
     },
     "sp4rk.memory": {
-        "ContextWindow", "SlidingWindowStrategy", "SummarizationStrategy", "HierarchicalStrategy",
+        "ContextWindow",
+        "SlidingWindowStrategy",
+        "SummarizationStrategy",
+        "HierarchicalStrategy",
         "ObservationMaskingStrategy",
     },
 }
@@ -65,17 +118,39 @@ def test_executor_signature() -> None:
     from sp4rk.agent import Executor
 
     assert params(Executor.__init__) == [
-        "self", "llm", "tools", "max_steps", "token_counter", "events",
-        "suppress_assistant_events", "tool_result_budget", "circuit_breaker", "hitl",
-        "resume_steps", "pause_checker", "user_message_source", "parallel_tool_calls",
+        "self",
+        "llm",
+        "tools",
+        "max_steps",
+        "token_counter",
+        "events",
+        "suppress_assistant_events",
+        "tool_result_budget",
+        "circuit_breaker",
+        "hitl",
+        "resume_steps",
+        "pause_checker",
+        "user_message_source",
+        "parallel_tool_calls",
     ]
     assert params(Executor.run) == ["self", "task_tools", "cw", "ctx"]
     assert params(Executor.run_sync) == ["self", "task_tools", "cw", "ctx"]
-    for setter in ("set_logger", "set_reasoning_effort", "set_tool_cache",
-                   "set_per_tool_truncation", "set_pre_warning_percent", "set_finish_guard",
-                   "add_non_cacheable_tools", "set_mutation_required", "set_checklist_gate_enabled",
-                   "set_plan_context", "set_hitl_handler", "set_verify_on_edit",
-                   "set_pause_checker", "set_user_message_source"):
+    for setter in (
+        "set_logger",
+        "set_reasoning_effort",
+        "set_tool_cache",
+        "set_per_tool_truncation",
+        "set_pre_warning_percent",
+        "set_finish_guard",
+        "add_non_cacheable_tools",
+        "set_mutation_required",
+        "set_checklist_gate_enabled",
+        "set_plan_context",
+        "set_hitl_handler",
+        "set_verify_on_edit",
+        "set_pause_checker",
+        "set_user_message_source",
+    ):
         assert callable(getattr(Executor, setter)), setter
     assert params(Executor.set_verify_on_edit) == ["self", "runner", "max_output_chars"]
 
@@ -88,18 +163,44 @@ def test_data_shapes() -> None:
     from sp4rk.agent import EditVerifyResult, ExecutorResult, FillCheck, Step, ToolResultBudget
     from sp4rk.llm import ChatRequest, ChatResponse, Message
 
-    assert fields(Step) == ["thought", "reasoning_content", "reasoning_items", "action",
-                            "observation", "is_error", "tokens_used", "user_nudge",
-                            "response_group", "is_untrusted", "cache_hash"]
+    assert fields(Step) == [
+        "thought",
+        "reasoning_content",
+        "reasoning_items",
+        "action",
+        "observation",
+        "is_error",
+        "tokens_used",
+        "user_nudge",
+        "response_group",
+        "is_untrusted",
+        "cache_hash",
+    ]
     assert fields(ExecutorResult) == ["output", "steps", "finished", "paused", "exit_reason"]
     assert fields(FillCheck) == ["percent", "status", "used", "max"]
     assert fields(EditVerifyResult) == ["output", "exit_code", "timed_out", "timeout", "error"]
     assert ToolResultBudget() == ToolResultBudget(hard_cap_tokens=30_000, max_fill_fraction=0.4)
-    assert fields(Message) == ["role", "content", "content_blocks", "reasoning_content",
-                               "tool_calls", "tool_call_id", "reasoning_items"]
-    assert fields(ChatRequest) == ["model", "messages", "tools", "max_tokens", "call_purpose",
-                                   "temperature", "top_p", "top_k", "presence_penalty",
-                                   "reasoning_effort"]
+    assert fields(Message) == [
+        "role",
+        "content",
+        "content_blocks",
+        "reasoning_content",
+        "tool_calls",
+        "tool_call_id",
+        "reasoning_items",
+    ]
+    assert fields(ChatRequest) == [
+        "model",
+        "messages",
+        "tools",
+        "max_tokens",
+        "call_purpose",
+        "temperature",
+        "top_p",
+        "top_k",
+        "presence_penalty",
+        "reasoning_effort",
+    ]
     assert fields(ChatResponse) == ["model", "message", "reasoning", "usage", "stop_reason"]
 
 
@@ -117,16 +218,36 @@ def test_exit_reasons() -> None:
     from sp4rk.agent import ExitReason
 
     assert {e.name for e in ExitReason} >= {
-        "FINISHED", "IMPLICIT_FINISH", "PAUSED", "STEP_LIMIT", "REPEAT_ABORT", "TRUNCATION_ABORT",
-        "PARSE_ERROR_ABORT", "FRUITLESS_ABORT", "SAME_TOOL_ABORT", "MUTATION_REQUIRED",
+        "FINISHED",
+        "IMPLICIT_FINISH",
+        "PAUSED",
+        "STEP_LIMIT",
+        "REPEAT_ABORT",
+        "TRUNCATION_ABORT",
+        "PARSE_ERROR_ABORT",
+        "FRUITLESS_ABORT",
+        "SAME_TOOL_ABORT",
+        "MUTATION_REQUIRED",
     }
 
 
 def test_events_have_the_thirteen_callbacks_in_order() -> None:
-    from sp4rk.agent import Events, NoopEvents, NoopHITLHandler, HITLHandler
+    from sp4rk.agent import Events, HITLHandler, NoopEvents, NoopHITLHandler
 
     names = [n for n in vars(Events) if not n.startswith("_")]
-    assert names == ["step_start", "thought", "tool_call", "tool_result", "step_complete",
-                     "sub_agent_launch", "sub_agent_complete", "assistant_chunk", "assistant_done",
-                     "context_fill", "context_compaction", "finishing", "executor_diagnostic"]
+    assert names == [
+        "step_start",
+        "thought",
+        "tool_call",
+        "tool_result",
+        "step_complete",
+        "sub_agent_launch",
+        "sub_agent_complete",
+        "assistant_chunk",
+        "assistant_done",
+        "context_fill",
+        "context_compaction",
+        "finishing",
+        "executor_diagnostic",
+    ]
     assert NoopEvents is Events and NoopHITLHandler is HITLHandler

@@ -13,16 +13,16 @@ from sp4rk.tools import Registry, RunContext, tool
 
 from .helpers import echo_tools, nudges, run
 
-OFF = dict(
-    repeat_nudge_threshold=0,
-    repeat_abort_threshold=0,
-    truncation_abort_threshold=0,
-    parse_error_abort_threshold=0,
-    fruitless_nudge_threshold=0,
-    fruitless_abort_threshold=0,
-    same_tool_repeat_nudge_threshold=0,
-    same_tool_repeat_abort_threshold=0,
-)
+OFF = {
+    "repeat_nudge_threshold": 0,
+    "repeat_abort_threshold": 0,
+    "truncation_abort_threshold": 0,
+    "parse_error_abort_threshold": 0,
+    "fruitless_nudge_threshold": 0,
+    "fruitless_abort_threshold": 0,
+    "same_tool_repeat_nudge_threshold": 0,
+    "same_tool_repeat_abort_threshold": 0,
+}
 
 
 def only(**thresholds: int) -> CircuitBreakerConfig:
@@ -82,7 +82,7 @@ def test_repeat_nudged_calls_do_not_run_and_answer_the_call() -> None:
 def test_repeat_reacts_one_call_earlier_when_the_call_fails() -> None:
     calls: list[tuple[str, str]] = []
     script = [tool_calls_response(("fail", {"q": "x"})) for _ in range(3)]
-    result, _, events = run(
+    result, _, _ = run(
         script,
         tools=echo_tools(calls),
         circuit_breaker=only(repeat_nudge_threshold=3, repeat_abort_threshold=4),

@@ -113,11 +113,14 @@ async def test_an_intercepted_call_in_a_batch_keeps_its_place() -> None:
     ready = asyncio.Event()
     ready.set()
     registry = tools(log, ready)
-    llm = ScriptedLLM([
-        tool_calls_response(("lookup", {"key": "a"}), ("lookup", {"key": "a"}),
-                            ("lookup", {"key": "z"})),
-        finish_response("done"),
-    ])
+    llm = ScriptedLLM(
+        [
+            tool_calls_response(
+                ("lookup", {"key": "a"}), ("lookup", {"key": "a"}), ("lookup", {"key": "z"})
+            ),
+            finish_response("done"),
+        ]
+    )
     cfg = CircuitBreakerConfig(repeat_nudge_threshold=2, repeat_abort_threshold=9)
     executor = Executor(llm, registry, 5, parallel_tool_calls=True, circuit_breaker=cfg)
     result = await executor.run(registry.list(), ContextWindow())

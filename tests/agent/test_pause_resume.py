@@ -6,8 +6,16 @@ from typing import Any
 
 import pytest
 
-from sp4rk.agent import Executor, ExitReason, RecordingEvents, Step, load_checkpoint
-from sp4rk.agent import CheckpointError, ListTrajectoryStore, save_checkpoint
+from sp4rk.agent import (
+    CheckpointError,
+    Executor,
+    ExitReason,
+    ListTrajectoryStore,
+    RecordingEvents,
+    Step,
+    load_checkpoint,
+    save_checkpoint,
+)
 from sp4rk.llm import ChatRequest, ChatResponse, ContextWindowExceededError, ToolCall
 from sp4rk.llm.testing import (
     FunctionLLM,
@@ -177,7 +185,7 @@ def test_a_raising_pause_checker_propagates_after_saving_the_trajectory() -> Non
     def pause(ctx: RunContext) -> bool:
         raise OSError("flag file unreadable")
 
-    with pytest.raises(OSError):
+    with pytest.raises(OSError, match="flag file"):
         run([finish_response("x")], pause_checker=pause, ctx=RunContext(trajectory_store=store))
     assert store.steps() == []
 

@@ -6,9 +6,14 @@ import json
 import re
 from pathlib import Path
 
-from sp4rk.agent import Executor, ToolResultBudget, ToolResultCache, ToolTruncationConfig
-from sp4rk.agent import compute_tool_result_hash
-from sp4rk.agent import RecordingEvents
+from sp4rk.agent import (
+    Executor,
+    RecordingEvents,
+    ToolResultBudget,
+    ToolResultCache,
+    ToolTruncationConfig,
+    compute_tool_result_hash,
+)
 from sp4rk.llm import ChatRequest, ChatResponse
 from sp4rk.llm.testing import FunctionLLM, ScriptedLLM, finish_response, tool_calls_response
 from sp4rk.memory import ContextWindow

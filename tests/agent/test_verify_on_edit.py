@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -9,8 +11,8 @@ from typing import Any
 import pytest
 
 from sp4rk.agent import (
-    CircuitBreakerConfig,
     DEFAULT_VERIFY_ON_EDIT_CAP,
+    CircuitBreakerConfig,
     EditVerifyResult,
     HITLHandler,
     HITLToolDecision,
@@ -191,14 +193,25 @@ async def test_command_runner_kills_the_whole_group_on_timeout(tmp_path: Path) -
     result = await runner(RunContext())
     assert result.timed_out and result.exit_code is None and "started" in result.output
     child = int(marker.read_text())
-    import os
+    await _gone(child)
 
-    with pytest.raises(ProcessLookupError):
-        for _ in range(100):  # the killed child may need a moment to be reaped
-            os.kill(child, 0)
-            import time
 
-            time.sleep(0.05)
+async def _gone(pid: int) -> None:
+    """Wait until process ``pid`` exits (a pidfd becomes readable when it does)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        loop = asyncio.get_running_loop()
+        exited: asyncio.Future[None] = loop.create_future()
+        loop.add_reader(fd, exited.set_result, None)
+        try:
+            await asyncio.wait_for(exited, 10)
+        finally:
+            loop.remove_reader(fd)
+    finally:
+        os.close(fd)
 
 
 def test_runner_arguments_are_validated() -> None:

@@ -36,16 +36,27 @@ def full_request() -> ChatRequest:
         model="gpt",
         messages=[
             Message("system", content="be brief"),
-            Message("user", content_blocks=[ContentBlock("text", text="look"),
-                                            ContentBlock("image", image_b64="AAA=",
-                                                         media_type="image/png")]),
-            Message("assistant", content="t", reasoning_content="r",
-                    tool_calls=[ToolCall("c1", "read", '{"p": 1}')],
-                    reasoning_items=[ReasoningItem("rs_1", "sum")]),
+            Message(
+                "user",
+                content_blocks=[
+                    ContentBlock("text", text="look"),
+                    ContentBlock("image", image_b64="AAA=", media_type="image/png"),
+                ],
+            ),
+            Message(
+                "assistant",
+                content="t",
+                reasoning_content="r",
+                tool_calls=[ToolCall("c1", "read", '{"p": 1}')],
+                reasoning_items=[ReasoningItem("rs_1", "sum")],
+            ),
             Message("tool", content="out", tool_call_id="c1"),
         ],
         tools=[ToolDefinition("read", "reads", {"type": "object"})],
-        max_tokens=100, call_purpose="executor", temperature=0.2, top_k=5,
+        max_tokens=100,
+        call_purpose="executor",
+        temperature=0.2,
+        top_k=5,
         reasoning_effort="high",
     )
 
@@ -54,15 +65,21 @@ def test_request_and_response_round_trip_through_json() -> None:
     request = full_request()
     data = json.loads(json.dumps(request.to_dict()))
     assert ChatRequest.from_dict(data) == request
-    response = ChatResponse(model="m", message=Message("assistant", content="x"), reasoning="why",
-                            usage=TokenUsage(3, 4), stop_reason="end_turn")
+    response = ChatResponse(
+        model="m",
+        message=Message("assistant", content="x"),
+        reasoning="why",
+        usage=TokenUsage(3, 4),
+        stop_reason="end_turn",
+    )
     assert ChatResponse.from_dict(json.loads(json.dumps(response.to_dict()))) == response
     assert response.usage.total_tokens == 7
 
 
 def test_from_dict_ignores_unknown_keys_and_rejects_wrong_shapes() -> None:
     assert ToolCall.from_dict({"id": "a", "name": "b", "input": "{}", "future": 1}) == ToolCall(
-        "a", "b", "{}")
+        "a", "b", "{}"
+    )
     with pytest.raises(TypeError):
         Message.from_dict({"role": "user", "tool_calls": "nope"})
 
@@ -85,8 +102,13 @@ def test_error_hierarchy() -> None:
 
 
 async def test_scripted_llm_replays_records_and_reports_leftovers() -> None:
-    llm = ScriptedLLM([tool_calls_response(("a", {"x": 1}), ("b", "{bad")), text_response("hi"),
-                       lambda req: finish_response(f"{len(req.messages)} messages")])
+    llm = ScriptedLLM(
+        [
+            tool_calls_response(("a", {"x": 1}), ("b", "{bad")),
+            text_response("hi"),
+            lambda req: finish_response(f"{len(req.messages)} messages"),
+        ]
+    )
     first = await llm.call(ChatRequest(messages=[Message("user", content="q")]))
     assert [c.id for c in first.message.tool_calls] == ["call_1_0", "call_1_1"]
     assert first.message.tool_calls[1].input == "{bad"
@@ -120,8 +142,9 @@ async def test_function_llm_accepts_sync_and_async_functions() -> None:
     async def async_fn(req: ChatRequest) -> ChatResponse:
         return text_response("async")
 
-    assert (await FunctionLLM(lambda r: text_response("sync")).call(ChatRequest())
-            ).message.content == "sync"
+    assert (
+        await FunctionLLM(lambda r: text_response("sync")).call(ChatRequest())
+    ).message.content == "sync"
     llm = FunctionLLM(async_fn)
     assert (await llm.call(ChatRequest(model="m"))).message.content == "async"
     assert llm.requests[0].model == "m"

@@ -41,26 +41,33 @@ def test_schema_and_description_come_from_hints_and_docstring() -> None:
     assert "Raises" not in grep.description and "never reaches" not in grep.description
     schema = grep.input_schema
     assert schema["required"] == ["pattern"] and schema["additionalProperties"] is False
-    assert schema["properties"]["pattern"] == {"description": "the regular expression.",
-                                               "type": "string"}
+    assert schema["properties"]["pattern"] == {
+        "description": "the regular expression.",
+        "type": "string",
+    }
     assert schema["properties"]["limit"]["default"] == 10
     assert schema["properties"]["mode"]["enum"] == ["fast", "full"]
     assert "title" not in schema
 
 
 async def test_valid_input_runs_and_direct_calls_still_work() -> None:
-    assert await grep.execute(RunContext(), '{"pattern": "x", "limit": 3}') == ToolResult("x:3:fast")
+    assert await grep.execute(RunContext(), '{"pattern": "x", "limit": 3}') == ToolResult(
+        "x:3:fast"
+    )
     assert grep("y") == "y:10:fast"
 
 
-@pytest.mark.parametrize(("raw", "fragment"), [
-    ('{"pattern": 5}', "pattern: Input should be a valid string"),
-    ('{"limit": 3}', "pattern: Field required"),
-    ('{"pattern": "x", "mode": "slow"}', "mode: Input should be 'fast' or 'full'"),
-    ('{"pattern": "x", "extra": 1}', "extra: Extra inputs are not permitted"),
-    ("[1, 2]", "expected a JSON object, got list"),
-    ('{"pattern": ', "invalid JSON"),
-])
+@pytest.mark.parametrize(
+    ("raw", "fragment"),
+    [
+        ('{"pattern": 5}', "pattern: Input should be a valid string"),
+        ('{"limit": 3}', "pattern: Field required"),
+        ('{"pattern": "x", "mode": "slow"}', "mode: Input should be 'fast' or 'full'"),
+        ('{"pattern": "x", "extra": 1}', "extra: Extra inputs are not permitted"),
+        ("[1, 2]", "expected a JSON object, got list"),
+        ('{"pattern": ', "invalid JSON"),
+    ],
+)
 async def test_bad_input_is_a_parse_error_result(raw: str, fragment: str) -> None:
     result = await grep.execute(RunContext(), raw)
     assert result.is_error and result.content.startswith("failed to parse input: ")
@@ -147,7 +154,8 @@ async def test_tool_error_becomes_the_observation_and_other_exceptions_propagate
         raise KeyError("bug")
 
     assert await picky.execute(RunContext(), '{"n": -1}') == ToolResult(
-        "n must be positive; try n=1", is_error=True)
+        "n must be positive; try n=1", is_error=True
+    )
     with pytest.raises(KeyError):  # the Registry turns these into error results
         await picky.execute(RunContext(), '{"n": 1}')
 

@@ -37,8 +37,12 @@ async def test_pages_default_to_500_lines_with_a_continuation_hint() -> None:
 
 async def test_page_size_is_capped_by_the_tools_line_limit() -> None:
     ctx, h = cache_with(lines(9000), tool="ripgrep")
-    ctx = ctx.replace(per_tool_truncation={"ripgrep": ToolTruncationConfig(max_lines=5000),
-                                           "web": ToolTruncationConfig(max_bytes=10)})
+    ctx = ctx.replace(
+        per_tool_truncation={
+            "ripgrep": ToolTruncationConfig(max_lines=5000),
+            "web": ToolTruncationConfig(max_bytes=10),
+        }
+    )
     result = await tool_result_read.execute(ctx, f'{{"hash": "{h}", "num_lines": 9000}}')
     assert result.content.startswith("[Lines 1-5000 of 9000")
 
@@ -61,12 +65,18 @@ async def test_pattern_search_lists_matching_lines() -> None:
     assert bad.is_error and "invalid pattern" in bad.content
 
 
-@pytest.mark.parametrize(("ctx", "raw", "fragment"), [
-    (RunContext(), '{"hash": "abcdefgh"}', "cache not available"),
-    (RunContext(tool_result_cache=ToolResultCache()), '{"hash": " "}', "hash is required"),
-    (RunContext(tool_result_cache=ToolResultCache()), '{"hash": "abcdefgh"}',
-     "Re-run the original tool call"),
-])
+@pytest.mark.parametrize(
+    ("ctx", "raw", "fragment"),
+    [
+        (RunContext(), '{"hash": "abcdefgh"}', "cache not available"),
+        (RunContext(tool_result_cache=ToolResultCache()), '{"hash": " "}', "hash is required"),
+        (
+            RunContext(tool_result_cache=ToolResultCache()),
+            '{"hash": "abcdefgh"}',
+            "Re-run the original tool call",
+        ),
+    ],
+)
 async def test_errors_say_what_to_do(ctx: RunContext, raw: str, fragment: str) -> None:
     result = await tool_result_read.execute(ctx, raw)
     assert result.is_error and fragment in result.content
@@ -76,8 +86,11 @@ def test_checklist_parsing() -> None:
     items, errors = parse_checklist("- [x] a\n- [ ] b  \n\n")
     assert [(i.text, i.done) for i in items] == [("a", True), ("b", False)] and errors == []
     _, errors = parse_checklist("- [x] a\n- [X] b\n  - [ ] nested\nplain")
-    assert errors == ["line 2: checkbox must be '[ ]' or '[x]': '- [X] b'",
-                      "line 3: nested lists are not allowed", "line 4: not a checklist item: 'plain'"]
+    assert errors == [
+        "line 2: checkbox must be '[ ]' or '[x]': '- [X] b'",
+        "line 3: nested lists are not allowed",
+        "line 4: not a checklist item: 'plain'",
+    ]
     assert parse_checklist("")[1] == ["checklist is empty"]
 
 
@@ -93,8 +106,10 @@ async def test_update_checklist_reports_progress() -> None:
 async def test_facts_round_trip_and_secrets_are_refused() -> None:
     store = InMemoryFactStore()
     ctx = RunContext(fact_store=store, step_id="s1")
-    ok = await store_fact.execute(ctx, '{"keywords": ["db", "port", "config"], "content": '
-                                       '"the test database listens on 5433"}')
+    ok = await store_fact.execute(
+        ctx,
+        '{"keywords": ["db", "port", "config"], "content": "the test database listens on 5433"}',
+    )
     assert ok == ToolResult("Fact stored with keywords: db, port, config")
     found = await search_facts.execute(ctx, '{"keywords": ["port"]}')
     assert "5433" in found.content and "(by s1)" in found.content
@@ -103,8 +118,11 @@ async def test_facts_round_trip_and_secrets_are_refused() -> None:
     few = await store_fact.execute(ctx, '{"keywords": ["a", "b"], "content": "x"}')
     assert few.is_error and "at least 3" in few.content
     secret = await store_fact.execute(
-        ctx, '{"keywords": ["k", "e", "y"], "content": "OPENAI_API_KEY=sk-abcdefghijklmnopqrstuv"}')
+        ctx, '{"keywords": ["k", "e", "y"], "content": "OPENAI_API_KEY=sk-abcdefghijklmnopqrstuv"}'
+    )
     assert secret.is_error and "secret" in secret.content
     assert len(store.all()) == 1
-    missing = await store_fact.execute(RunContext(), '{"keywords": ["a", "b", "c"], "content": "x"}')
+    missing = await store_fact.execute(
+        RunContext(), '{"keywords": ["a", "b", "c"], "content": "x"}'
+    )
     assert missing.is_error and "not available" in missing.content

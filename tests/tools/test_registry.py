@@ -51,13 +51,15 @@ async def test_policies_deny_confirm_and_allow() -> None:
     assert denied.is_error and "blocked by security policy" in denied.content
     unconfirmed = await registry.execute(RunContext(), "deploy", '{"env": "prod"}')
     assert unconfirmed.is_error and "HITLToolDecision(allow=True)" in unconfirmed.content
-    approved = await registry.execute(RunContext(tool_call_approved=True), "deploy",
-                                      '{"env": "prod"}')
+    approved = await registry.execute(
+        RunContext(tool_call_approved=True), "deploy", '{"env": "prod"}'
+    )
     assert approved == ToolResult("deployed prod")
     registry.set_policy("deploy", ToolPolicy.ALWAYS_ALLOW)
     assert registry.policy("deploy") is ToolPolicy.ALWAYS_ALLOW
     assert (await registry.execute(RunContext(), "deploy", '{"env": "dev"}')).content == (
-        "deployed dev")
+        "deployed dev"
+    )
     registry.register(deploy)  # re-registering drops the override
     assert registry.policy("deploy") is ToolPolicy.USER_CONFIRM
     with pytest.raises(KeyError):
@@ -105,7 +107,8 @@ def test_cache_strategy_follows_content_backed_readers() -> None:
     registry.register(Remote(), source="srv")
     assert registry.cache_strategy(RunContext(), "read_file", "{}") is CacheMode.CONTENT_BACKED
     assert Registry([read_file]).cache_strategy(RunContext(), "read_file", "{}") is (
-        CacheMode.DEFAULT)
+        CacheMode.DEFAULT
+    )
 
 
 def test_non_tools_are_refused() -> None:

@@ -27,8 +27,9 @@ def test_prefix_lookup_needs_eight_unique_characters() -> None:
     assert cache.get(h.upper()[:10]) == "abc"
 
 
-def test_ambiguous_prefixes_resolve_nothing_and_short_hash_grows(monkeypatch: pytest.MonkeyPatch
-                                                                 ) -> None:
+def test_ambiguous_prefixes_resolve_nothing_and_short_hash_grows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     fake = {"one": "deadbeef" + "1" * 56, "two": "deadbeef" + "12" + "0" * 54}
     monkeypatch.setattr(rc, "compute_tool_result_hash", lambda tool, content: fake[content])
     cache = ToolResultCache()

@@ -245,7 +245,10 @@ class Executor:
             self._response_groups = run.group_counter
             self.last_steps = list(run.all_steps)
             self._running = False
-            run.sync_trajectory()
+            try:
+                run.sync_trajectory()
+            except Exception:  # never mask the run's own outcome or exception
+                run.log.exception("trajectory store failed on the final sync")
 
     def run_sync(
         self,

@@ -56,6 +56,6 @@ async def compact_if_needed(run: Run) -> None:
         if after.status == "reject":
             raise ContextWindowExceededError(
                 f"the context window is full even after compaction ({after.percent:.1f}% of "
-                f"{after.max} tokens). Give the ContextWindow a compaction strategy, raise its "
-                "max_tokens, or lower the tool output limits."
+                f"{after.max} tokens). Raise the window's max_tokens, shorten the system prompt, "
+                "or lower the tool output limits."
             )
