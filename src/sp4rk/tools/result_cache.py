@@ -27,8 +27,11 @@ DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 
 def compute_tool_result_hash(tool_name: str, content: str) -> str:
     """The key :meth:`ToolResultCache.store` uses for ``content`` from ``tool_name``."""
-    data = f"{tool_name}\x00{content}".encode("utf-8", "surrogatepass")
-    return hashlib.sha256(data).hexdigest()
+    # Incremental: joining first would copy a megabyte-sized result once more.
+    digest = hashlib.sha256(tool_name.encode("utf-8", "surrogatepass"))
+    digest.update(b"\x00")
+    digest.update(content.encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
 
 
 @dataclass(slots=True, frozen=True)

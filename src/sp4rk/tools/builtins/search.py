@@ -1,0 +1,426 @@
+"""Search tools confined to the workspace: ``glob`` (names) and ``ripgrep`` (contents).
+
+Both honour ``.gitignore`` files (whether or not the tree is a git repository) and never
+follow a symbolic link out of the tree: ``glob`` walks with :func:`os.fwalk`, which does not
+descend into linked directories, and ``rg`` does not follow links unless told to.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import re
+import shutil
+import sysconfig
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Literal
+
+import pathspec
+
+from sp4rk._internal.proc import run_process
+from sp4rk.tools.base import Tool, ToolError
+from sp4rk.tools.builtins.paths import Confinement, Target, open_directory
+from sp4rk.tools.context import RunContext
+from sp4rk.tools.function import tool
+
+logger = logging.getLogger("sp4rk.tools")
+
+#: Most paths glob returns.
+MAX_GLOB_RESULTS = 5000
+#: Default and largest number of matches ripgrep returns.
+DEFAULT_MAX_MATCHES = 500
+MAX_MATCHES = 5000
+#: Seconds before a search is killed.
+RG_TIMEOUT = 60.0
+#: JSON output read from rg before it is stopped.
+RG_MAX_OUTPUT_BYTES = 16 * 1024 * 1024
+#: Longest line of text shown per match or context line.
+MAX_MATCH_CHARS = 500
+#: Largest .gitignore file read.
+MAX_GITIGNORE_BYTES = 1024 * 1024
+#: Variables rg may see (nothing else is inherited).
+_RG_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE")
+
+
+class IgnoreRules:
+    """``.gitignore`` files of a tree, applied the way git applies them.
+
+    Patterns are relative to the directory holding the file; a deeper file's decision wins;
+    ``.git`` is always ignored. Paths are POSIX-style and relative to the tree's root.
+    """
+
+    def __init__(self) -> None:
+        self._specs: dict[str, pathspec.GitIgnoreSpec] = {}
+
+    def add(self, rel_dir: str, text: str) -> None:
+        """Use the ``.gitignore`` ``text`` found in ``rel_dir`` (``""`` for the root)."""
+        spec = pathspec.GitIgnoreSpec.from_lines(text.splitlines())
+        if spec.patterns:
+            self._specs[rel_dir] = spec
+
+    def load(self, dir_fd: int, rel_dir: str) -> None:
+        """Read ``.gitignore`` in the directory open as ``dir_fd``, if there is one."""
+        try:
+            fd = os.open(".gitignore", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+        except OSError:
+            return
+        with os.fdopen(fd, "rb") as f:
+            data = f.read(MAX_GITIGNORE_BYTES)
+        self.add(rel_dir, data.decode("utf-8", "replace"))
+
+    def ignored(self, rel_path: str, is_dir: bool) -> bool:
+        """Whether ``rel_path`` is ignored."""
+        if rel_path == ".git" or rel_path.endswith("/.git"):
+            return True
+        if not self._specs:
+            return False
+        parent = rel_path.rsplit("/", 1)[0] if "/" in rel_path else ""
+        while True:
+            spec = self._specs.get(parent)
+            if spec is not None:
+                sub = rel_path[len(parent) + 1 :] if parent else rel_path
+                result = spec.check_file(sub + "/" if is_dir else sub)
+                if result.include is not None:
+                    return bool(result.include)
+            if not parent:
+                return False
+            parent = parent.rsplit("/", 1)[0] if "/" in parent else ""
+
+
+def glob_to_regex(pattern: str) -> re.Pattern[str]:
+    """Compile a glob with ``**``, ``*``, ``?``, ``[...]`` and ``{a,b}`` into a regex.
+
+    ``*`` and ``?`` stay within one path component; ``**`` as a whole component matches
+    any number of components, including none.
+
+    Raises:
+        ToolError: for an absolute pattern or one that cannot compile.
+    """
+    if pattern.startswith("/"):
+        raise ToolError("glob error: the pattern must be relative; put the directory in path")
+    while pattern.startswith("./"):
+        pattern = pattern[2:]
+    try:
+        return re.compile(_translate(pattern) + r"\Z", re.DOTALL)
+    except re.error as exc:
+        raise ToolError(f"glob error: bad pattern {pattern!r}: {exc}") from None
+
+
+def _translate(pat: str) -> str:
+    out: list[str] = []
+    i, n = 0, len(pat)
+    while i < n:
+        c = pat[i]
+        if c == "*":
+            if pat.startswith("**", i) and (i == 0 or pat[i - 1] == "/"):
+                j = i + 2
+                if j == n:
+                    out.append(".*")
+                    i = j
+                    continue
+                if pat[j] == "/":
+                    out.append("(?:.*/)?")
+                    i = j + 1
+                    continue
+            while i < n and pat[i] == "*":
+                i += 1
+            out.append("[^/]*")
+            continue
+        if c == "?":
+            out.append("[^/]")
+        elif c == "[":
+            end = pat.find(
+                "]", i + 2 if pat.startswith("[!", i) or pat.startswith("[^", i) else i + 1
+            )
+            if end < 0:
+                out.append(re.escape(c))
+            else:
+                body = pat[i + 1 : end]
+                if body[:1] in ("!", "^"):
+                    body = "^" + body[1:]
+                out.append("[" + body.replace("\\", "\\\\") + "]")
+                i = end + 1
+                continue
+        elif c == "{":
+            end = pat.find("}", i)
+            if end < 0:
+                out.append(re.escape(c))
+            else:
+                alternatives = pat[i + 1 : end].split(",")
+                out.append("(?:" + "|".join(_translate(a) for a in alternatives) + ")")
+                i = end + 1
+                continue
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return "".join(out)
+
+
+def ignore_rules_for(base: Target) -> IgnoreRules:
+    """Rules from the ``.gitignore`` files above ``base``, up to its root.
+
+    When those rules ignore ``base`` itself, they are dropped: a search the model aimed at
+    an ignored directory explicitly should still see its contents.
+    """
+    rules = IgnoreRules()
+    for depth in range(len(base.parts)):
+        parts = base.parts[:depth]
+        ancestor = Target(base.root.joinpath(*parts), base.root, parts, "/".join(parts))
+        try:
+            with open_directory(ancestor) as fd:
+                rules.load(fd, ancestor.display)
+        except ToolError:
+            break
+    if base.parts and rules.ignored("/".join(base.parts), True):
+        return IgnoreRules()
+    return rules
+
+
+def search_tools(fs: Confinement, *, rg_path: str | None = None) -> list[Tool]:
+    """``glob`` and ``ripgrep`` bound to ``fs``; ``rg_path`` overrides the rg lookup."""
+
+    def base_target(ctx: RunContext, path: str) -> Target:
+        return fs.resolve(ctx, path or ".")
+
+    @tool(name="glob", untrusted=True, read_only=True)
+    def glob(
+        ctx: RunContext,
+        pattern: str,
+        path: str = "",
+        type: Literal["files", "dirs", "all"] = "files",
+    ) -> str:
+        """Find files by name with a glob pattern such as "**/*.py" or "src/*.{js,ts}".
+
+        Paths ignored by .gitignore files and the .git directory are skipped; symbolic
+        links to directories are not descended into.
+
+        Args:
+            ctx: the run context.
+            pattern: the glob, relative to path; "**" matches any number of directories.
+            path: the directory to search (default: the workspace).
+            type: what to return: "files", "dirs" or "all".
+        """
+        if not pattern:
+            raise ToolError("validation error: pattern is required")
+        regex = glob_to_regex(pattern)
+        base = base_target(ctx, path)
+        rules = ignore_rules_for(base)
+        under = "".join(part + "/" for part in base.parts)  # rules see root-relative paths
+        matches: list[str] = []
+        more = 0
+        with open_directory(base) as base_fd:
+            for rel_dir, dirnames, filenames, dir_fd in os.fwalk(
+                ".", dir_fd=base_fd, follow_symlinks=False
+            ):
+                prefix = "" if rel_dir == "." else rel_dir[2:] + "/"
+                rules.load(dir_fd, (under + prefix).rstrip("/"))
+                kept_dirs = []
+                for name in sorted(dirnames):
+                    rel = prefix + name
+                    if not rules.ignored(under + rel, True):
+                        kept_dirs.append(name)
+                        if type != "files" and regex.match(rel):
+                            more += _collect(matches, rel)
+                dirnames[:] = kept_dirs
+                if type == "dirs":
+                    continue
+                for name in filenames:
+                    rel = prefix + name
+                    if regex.match(rel) and not rules.ignored(under + rel, False):
+                        more += _collect(matches, rel)
+        if not matches:
+            return "no matching files found"
+        matches.sort()
+        text = "\n".join(matches)
+        if more:
+            text += f"\n[{more} more matches not shown; narrow the pattern or the path]"
+        return text
+
+    @tool(name="ripgrep", untrusted=True, read_only=True)
+    async def ripgrep(
+        ctx: RunContext,
+        pattern: str,
+        path: str = "",
+        file_pattern: str = "",
+        ignore_case: bool = False,
+        context_lines: int = 0,
+        include_hidden: bool = False,
+        max_results: int = DEFAULT_MAX_MATCHES,
+    ) -> str:
+        """Search file contents with a regular expression (ripgrep syntax).
+
+        Matches print as "path:line:column: text"; context lines as "  line- text".
+        Files ignored by .gitignore, hidden files (unless include_hidden) and binary
+        files are skipped.
+
+        Args:
+            ctx: the run context.
+            pattern: the regular expression.
+            path: a directory or file to search (default: the workspace).
+            file_pattern: only search files matching this glob, e.g. "*.py" or "!*.min.js".
+            ignore_case: match case-insensitively.
+            context_lines: lines of context before and after each match (0-10).
+            include_hidden: also search hidden files and directories.
+            max_results: most matches to return (1-5000, default 500).
+        """
+        if not pattern:
+            raise ToolError("validation error: pattern is required")
+        base = base_target(ctx, path)
+        roots = fs.roots(ctx)
+        argv = [
+            find_rg(rg_path),
+            "--json",
+            "--no-messages",
+            "--no-config",
+            "--no-require-git",
+            "--glob",
+            "!.git",
+        ]
+        if ignore_case:
+            argv.append("--ignore-case")
+        if context_lines > 0:
+            argv += ["--context", str(min(context_lines, 10))]
+        if file_pattern:
+            argv += ["--glob", file_pattern]
+        if include_hidden:
+            argv.append("--hidden")
+        argv += ["--regexp", pattern, "--", str(base.path)]
+        env = {k: v for k in _RG_ENV if (v := os.environ.get(k)) is not None}
+        outcome = await run_process(
+            argv,
+            cwd=str(roots[0]),
+            env=env,
+            timeout=RG_TIMEOUT,
+            max_output_bytes=RG_MAX_OUTPUT_BYTES,
+            kill_on_cap=True,
+        )
+        limit = min(max(max_results, 1), MAX_MATCHES)
+        report = _RgReport(roots[0], limit)
+        report.feed(outcome.output.splitlines())
+        if outcome.exit_code is not None and outcome.exit_code >= 2 and not report.lines:
+            detail = "\n".join(report.errors).strip() or f"exit status {outcome.exit_code}"
+            raise ToolError(f"search error: rg failed: {detail}")
+        notes = []
+        if outcome.timed_out:
+            notes.append("[search timed out — results may be incomplete]")
+        if outcome.capped:
+            notes.append("[search stopped early: too much output; narrow the pattern or path]")
+        return report.render(notes)
+
+    return [glob, ripgrep]
+
+
+def _collect(matches: list[str], rel: str) -> int:
+    if len(matches) < MAX_GLOB_RESULTS:
+        matches.append(rel)
+        return 0
+    return 1
+
+
+def find_rg(explicit: str | None = None) -> str:
+    """The ``rg`` executable: ``explicit``, else the one beside this Python, else on PATH.
+
+    Raises:
+        ToolError: when none is found, saying how to install it.
+    """
+    if explicit:
+        if os.access(explicit, os.X_OK):
+            return explicit
+        raise ToolError(f"the configured rg binary {explicit!r} is missing or not executable")
+    scripts = sysconfig.get_path("scripts")
+    search = os.pathsep.join(p for p in (scripts, os.environ.get("PATH", "")) if p)
+    found = shutil.which("rg", path=search)
+    if found is None:
+        raise ToolError(
+            "ripgrep is unavailable: the 'rg' binary was not found next to Python "
+            f"({scripts}) or on PATH. Install it with `pip install ripgrep==14.1.0` (a "
+            "dependency of sp4rk) or `apt-get install ripgrep`; meanwhile use glob and "
+            "read_file."
+        )
+    return found
+
+
+class _RgReport:
+    """Turns rg's JSON lines into the tool's text, counting and capping matches."""
+
+    def __init__(self, workspace: Path, limit: int) -> None:
+        self.workspace = workspace
+        self.limit = limit
+        self.lines: list[str] = []
+        self.errors: list[str] = []
+        self.matches = 0
+        self.files: set[str] = set()
+        self.long_line = False
+
+    def feed(self, raw_lines: Iterable[str]) -> None:
+        for raw in raw_lines:
+            try:
+                event = json.loads(raw)
+            except json.JSONDecodeError:
+                if raw.strip():
+                    self.errors.append(raw)
+                continue
+            if isinstance(event, dict):
+                self._event(event)
+
+    def _event(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        data = event.get("data") or {}
+        if kind not in ("match", "context"):
+            return
+        path = self._path(_text(data.get("path")))
+        number = data.get("line_number")
+        text = _text(data.get("lines")).rstrip("\r\n")
+        if len(text) > MAX_MATCH_CHARS:
+            text = text[:MAX_MATCH_CHARS] + "…"
+            self.long_line = True
+        if kind == "match":
+            self.matches += 1
+            if self.matches > self.limit:
+                return
+            self.files.add(path)
+            submatches = data.get("submatches") or []
+            if submatches:
+                column = int(submatches[0].get("start", 0)) + 1
+                self.lines.append(f"{path}:{number}:{column}: {text}")
+            else:
+                self.lines.append(f"{path}:{number}: {text}")
+        elif self.matches < self.limit:
+            self.lines.append(f"  {number}- {text}")
+
+    def _path(self, path: str) -> str:
+        try:
+            return Path(path).relative_to(self.workspace).as_posix()
+        except ValueError:
+            return path
+
+    def render(self, notes: list[str]) -> str:
+        if not self.lines:
+            return "\n".join(["no matches found", *notes])
+        shown = min(self.matches, self.limit)
+        parts = ["\n".join(self.lines), ""]
+        summary = f"Found {shown} matches in {len(self.files)} files"
+        if self.matches > self.limit:
+            summary += (
+                f" (stopped at {self.limit} of {self.matches}+ matches; raise max_results or "
+                "narrow the search)"
+            )
+        parts.append(summary)
+        if self.long_line:
+            parts.append(f"[long lines were cut at {MAX_MATCH_CHARS} characters]")
+        return "\n".join(parts + notes)
+
+
+def _text(value: Any) -> str:
+    """Decode rg's ``{"text": ...}`` or ``{"bytes": base64}`` to text."""
+    if not isinstance(value, dict):
+        return ""
+    if "text" in value:
+        return str(value["text"])
+    try:
+        return base64.b64decode(value.get("bytes", "")).decode("utf-8", "replace")
+    except ValueError:
+        return ""

@@ -1,0 +1,449 @@
+"""MCP gateway: tools of Model Context Protocol servers as sp4rk tools (``pip install sp4rk[mcp]``).
+
+Built on the official ``mcp`` SDK, over stdio (the gateway starts the server) or streamable
+HTTP. :meth:`MCPGateway.register` connects to each server, lists its tools and registers
+them in a :class:`~sp4rk.tools.Registry` with the server's name as their source, which makes
+them:
+
+- **untrusted** — their output is wrapped in ``<untrusted-content>`` tags;
+- **cached with the MCP TTL** — the executor's ``ToolResultCache`` expires results whose
+  source is an MCP server after ``mcp_ttl`` seconds;
+- **unable to shadow** a built-in or host tool of the same name (that tool is skipped).
+
+Each server's connection lives in a task of its own (the SDK's cancel scopes must be entered
+and left by one task). A server that crashes, or does not answer a call within
+``call_timeout``, yields an error result and its connection is dropped; the next call to one
+of its tools starts a new connection (and, for stdio, a new process).
+
+Use a gateway from one event loop and close it (``async with`` or :meth:`MCPGateway.aclose`),
+which also stops every server process it started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from sp4rk.tools.base import ToolPolicy, ToolResult, parse_error_result
+from sp4rk.tools.context import RunContext
+from sp4rk.tools.registry import Registry
+
+try:
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise ImportError(
+        "sp4rk.tools.mcp needs the official MCP SDK; install it with `pip install 'sp4rk[mcp]'`"
+    ) from exc
+
+logger = logging.getLogger("sp4rk.tools")
+
+#: The JSON-RPC error code the SDK reports when the connection itself is gone.
+_CONNECTION_CLOSED = -32000
+#: Seconds a closing connection gets to stop its server before it is cancelled.
+_CLOSE_GRACE = 10.0
+_TOOL_NAME = re.compile(r"[^A-Za-z0-9_-]")
+_SERVER_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MCPServerConfig:
+    """How to reach one MCP server: give ``command`` (stdio) or ``url`` (streamable HTTP).
+
+    Attributes:
+        name: the server's name; it becomes its tools' source (not ``"core"``).
+        command: the program that runs a stdio server.
+        args: its arguments.
+        env: variables for the server process, added to the SDK's safe defaults (the
+            parent's other variables, API keys included, are not passed on).
+        cwd: the server process's working directory.
+        url: the endpoint of a streamable HTTP server.
+        headers: HTTP headers for every request (for example authorization).
+        policy: the policy of the server's tools.
+        call_timeout: seconds a tool call may take before the server counts as hung.
+        connect_timeout: seconds to start the server and finish the handshake.
+        stderr: where a stdio server's stderr goes (default: this process's stderr).
+    """
+
+    name: str
+    command: str = ""
+    args: Sequence[str] = ()
+    env: Mapping[str, str] | None = None
+    cwd: str | None = None
+    url: str = ""
+    headers: Mapping[str, str] | None = None
+    policy: ToolPolicy = ToolPolicy.ALWAYS_ALLOW
+    call_timeout: float = 60.0
+    connect_timeout: float = 30.0
+    stderr: TextIO | None = None
+
+    def __post_init__(self) -> None:
+        if not _SERVER_NAME.match(self.name) or self.name == "core":
+            raise ValueError(
+                f"MCP server name {self.name!r} must be letters, digits, '_', '-' or '.', "
+                "and not 'core'"
+            )
+        if bool(self.command) == bool(self.url):
+            raise ValueError(f"MCP server {self.name!r}: give exactly one of command or url")
+        if self.call_timeout <= 0 or self.connect_timeout <= 0:
+            raise ValueError(f"MCP server {self.name!r}: timeouts must be positive")
+
+
+@dataclass(slots=True)
+class MCPRegistration:
+    """What :meth:`MCPGateway.register` did."""
+
+    registered: list[str] = field(default_factory=list)
+    """Names of the tools now in the registry."""
+    skipped: dict[str, str] = field(default_factory=dict)
+    """Tool name → why it was not registered (for example: it would shadow a built-in)."""
+    failed: dict[str, str] = field(default_factory=dict)
+    """Server name → why it could not be reached or listed."""
+
+
+class MCPUnavailableError(RuntimeError):
+    """A server could not be reached, crashed, or did not answer in time."""
+
+
+class MCPTool:
+    """One tool of an MCP server, satisfying the ``Tool`` protocol."""
+
+    is_untrusted = True
+
+    def __init__(
+        self,
+        connection: _Connection,
+        remote_name: str,
+        *,
+        name: str,
+        description: str,
+        input_schema: dict[str, Any],
+    ) -> None:
+        self._connection = connection
+        self.remote_name = remote_name
+        self.name = name
+        self.description = description
+        self.input_schema = input_schema
+        self.default_policy = connection.config.policy
+
+    @property
+    def server(self) -> str:
+        """The name of the server the tool belongs to."""
+        return self._connection.config.name
+
+    @property
+    def group(self) -> str:
+        """``"remote_mcp"`` for an HTTP server, ``"local_mcp"`` for a stdio one."""
+        return "remote_mcp" if self._connection.config.url else "local_mcp"
+
+    def __repr__(self) -> str:
+        return f"MCPTool({self.server}:{self.remote_name})"
+
+    async def execute(self, ctx: RunContext, input: str) -> ToolResult:
+        """Call the tool on its server; failures of any kind come back as error results."""
+        try:
+            arguments = json.loads(input) if input.strip() else {}
+        except json.JSONDecodeError as exc:
+            return parse_error_result(f"invalid JSON ({exc.msg} at position {exc.pos})")
+        if not isinstance(arguments, dict):
+            return parse_error_result(f"expected a JSON object, got {type(arguments).__name__}")
+        try:
+            result = await self._connection.call(self.remote_name, arguments)
+        except MCPUnavailableError as exc:
+            return ToolResult(str(exc), is_error=True)
+        return render_result(result)
+
+
+class _Connection:
+    """One server's session, owned by a dedicated task; restarted after a failure."""
+
+    def __init__(self, config: MCPServerConfig) -> None:
+        self.config = config
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock: asyncio.Lock | None = None
+        self._session: ClientSession | None = None
+        self._runner: asyncio.Task[None] | None = None
+        self._stop: asyncio.Event | None = None
+        self._closing: set[asyncio.Task[None]] = set()
+
+    async def session(self) -> ClientSession:
+        """The live session, connecting (or reconnecting) first when needed."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop or self._lock is None:
+            # A new event loop cannot use tasks or locks of an old one.
+            self._loop, self._lock = loop, asyncio.Lock()
+            self._session = self._runner = self._stop = None
+            self._closing = set()
+        async with self._lock:
+            if self._session is not None and self._runner is not None and not self._runner.done():
+                return self._session
+            self.retire()
+            ready: asyncio.Future[ClientSession] = loop.create_future()
+            stop = asyncio.Event()
+            self._stop = stop
+            self._runner = asyncio.create_task(self._run(ready, stop), name=f"mcp:{self.name}")
+            try:
+                async with asyncio.timeout(self.config.connect_timeout):
+                    self._session = await asyncio.shield(ready)
+            except TimeoutError:
+                self.retire(cancel=True)
+                raise MCPUnavailableError(
+                    f"MCP server {self.name!r} did not start within "
+                    f"{self.config.connect_timeout:g}s"
+                ) from None
+            except Exception as exc:
+                self.retire(cancel=True)
+                raise MCPUnavailableError(
+                    f"MCP server {self.name!r} could not be reached: {_describe(exc)}"
+                ) from exc
+            return self._session
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    async def list_tools(self) -> list[dict[str, Any]]:
+        """The server's tools as wire-format dictionaries (first page)."""
+        result = await self._guarded(lambda s: s.list_tools())
+        data = _wire(result)
+        if data.get("nextCursor"):
+            logger.warning("MCP server %r has more tools than one page; using page 1", self.name)
+        tools = data.get("tools") or []
+        return [t for t in tools if isinstance(t, dict)]
+
+    async def call(self, remote_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Call a tool and return the result in wire format."""
+        return _wire(await self._guarded(lambda s: s.call_tool(remote_name, arguments)))
+
+    async def _guarded(self, request: Callable[[ClientSession], Awaitable[Any]]) -> Any:
+        session = await self.session()
+        try:
+            async with asyncio.timeout(self.config.call_timeout):
+                return await request(session)
+        except TimeoutError:
+            self.retire()
+            raise MCPUnavailableError(
+                f"MCP server {self.name!r} did not answer within {self.config.call_timeout:g}s; "
+                "its connection was reset and will be re-established on the next call"
+            ) from None
+        except Exception as exc:
+            code = getattr(getattr(exc, "error", None), "code", None)
+            if isinstance(code, int) and code != _CONNECTION_CLOSED:
+                raise MCPUnavailableError(
+                    f"MCP server {self.name!r} refused the request: {_describe(exc)}"
+                ) from exc
+            self.retire()
+            raise MCPUnavailableError(
+                f"MCP server {self.name!r} failed ({_describe(exc)}); it will be restarted "
+                "on the next call"
+            ) from exc
+
+    async def _run(self, ready: asyncio.Future[ClientSession], stop: asyncio.Event) -> None:
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                read, write = await stack.enter_async_context(self._transport())
+                session = await stack.enter_async_context(ClientSession(read, write))
+                await session.initialize()
+                ready.set_result(session)
+                await stop.wait()
+        except Exception as exc:
+            if not ready.done():
+                ready.set_exception(exc)
+            else:
+                logger.warning("MCP server %r connection ended: %s", self.name, _describe(exc))
+        finally:
+            if not ready.done():
+                ready.cancel()
+
+    def _transport(self) -> contextlib.AbstractAsyncContextManager[tuple[Any, Any]]:
+        if self.config.url:
+            return _http_transport(self.config.url, self.config.headers)
+        params = StdioServerParameters(
+            command=self.config.command,
+            args=list(self.config.args),
+            env=dict(self.config.env) if self.config.env is not None else None,
+            cwd=self.config.cwd,
+        )
+        return _pair(stdio_client(params, errlog=self.config.stderr or sys.stderr))
+
+    def retire(self, *, cancel: bool = False) -> None:
+        """Drop the current connection; its task stops the server in the background."""
+        self._session = None
+        if self._stop is not None:
+            self._stop.set()
+        runner = self._runner
+        self._runner = self._stop = None
+        if runner is not None and not runner.done():
+            if cancel:
+                runner.cancel()
+            self._closing.add(runner)
+            runner.add_done_callback(self._closing.discard)
+
+    async def aclose(self) -> None:
+        """Stop the connection and wait (bounded) until every server process is gone."""
+        if self._loop is not asyncio.get_running_loop():
+            return
+        self.retire()
+        pending = set(self._closing)
+        if not pending:
+            return
+        _, late = await asyncio.wait(pending, timeout=_CLOSE_GRACE)
+        for task in late:
+            task.cancel()
+        if late:
+            await asyncio.wait(late, timeout=_CLOSE_GRACE)
+
+
+class MCPGateway:
+    """Connects to MCP servers and offers their tools to a :class:`~sp4rk.tools.Registry`.
+
+    Args:
+        servers: the servers to use.
+
+    Raises:
+        ValueError: when two servers share a name.
+    """
+
+    def __init__(self, servers: Iterable[MCPServerConfig]) -> None:
+        self._connections: dict[str, _Connection] = {}
+        for config in servers:
+            if config.name in self._connections:
+                raise ValueError(f"two MCP servers are named {config.name!r}")
+            self._connections[config.name] = _Connection(config)
+
+    async def __aenter__(self) -> MCPGateway:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def discover(self, result: MCPRegistration | None = None) -> list[MCPTool]:
+        """Connect to every server and list its tools (unreachable servers are skipped).
+
+        Args:
+            result: where to note servers that failed (optional).
+        """
+        found: list[MCPTool] = []
+        for name, connection in self._connections.items():
+            try:
+                listed = await connection.list_tools()
+            except MCPUnavailableError as exc:
+                logger.warning("%s", exc)
+                if result is not None:
+                    result.failed[name] = str(exc)
+                continue
+            for spec in listed:
+                tool = _make_tool(connection, spec)
+                if tool is not None:
+                    found.append(tool)
+        return found
+
+    async def register(self, registry: Registry) -> MCPRegistration:
+        """Discover every server's tools and register them with the server as source.
+
+        A tool whose name is taken by a core tool or by another server's tool is skipped
+        (never replaced); the result says which and why.
+        """
+        result = MCPRegistration()
+        for tool in await self.discover(result):
+            owner = registry.get_tool_source(tool.name)
+            if owner and owner != tool.server:
+                reason = f"the name is taken by a tool from {owner!r}"
+                result.skipped[tool.name] = reason
+                logger.warning("MCP tool %r from %r skipped: %s", tool.name, tool.server, reason)
+                continue
+            registry.register(tool, source=tool.server, source_category="mcp", group=tool.group)
+            result.registered.append(tool.name)
+        return result
+
+    async def aclose(self) -> None:
+        """Close every connection and stop the server processes this gateway started."""
+        await asyncio.gather(*(c.aclose() for c in self._connections.values()))
+
+
+def render_result(result: Mapping[str, Any]) -> ToolResult:
+    """A wire-format ``CallToolResult`` as a ``ToolResult``: text joined, media summarised."""
+    parts: list[str] = []
+    for block in result.get("content") or []:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text":
+            parts.append(str(block.get("text", "")))
+        elif kind in ("image", "audio"):
+            size = len(str(block.get("data", ""))) * 3 // 4
+            parts.append(f"[{kind}: {block.get('mimeType', 'unknown type')}, {size} bytes omitted]")
+        elif kind == "resource":
+            resource = block.get("resource") or {}
+            text = resource.get("text")
+            parts.append(str(text) if text is not None else f"[resource {resource.get('uri', '')}]")
+        elif kind == "resource_link":
+            parts.append(f"[resource link: {block.get('uri', '')}]")
+    structured = result.get("structuredContent")
+    if not parts and structured is not None:
+        parts.append(json.dumps(structured, ensure_ascii=False))
+    return ToolResult("\n".join(parts), is_error=bool(result.get("isError")))
+
+
+def _make_tool(connection: _Connection, spec: Mapping[str, Any]) -> MCPTool | None:
+    remote = spec.get("name")
+    if not isinstance(remote, str) or not remote:
+        return None
+    name = _TOOL_NAME.sub("_", remote)[:64]
+    schema = spec.get("inputSchema")
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        schema = {"type": "object", "properties": {}}
+    return MCPTool(
+        connection,
+        remote,
+        name=name,
+        description=str(spec.get("description") or ""),
+        input_schema=schema,
+    )
+
+
+def _wire(model: Any) -> dict[str, Any]:
+    """An SDK result model as its JSON wire form (the same keys in every SDK version)."""
+    data = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return data if isinstance(data, dict) else {}
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        return _describe(exc.exceptions[0])
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+@contextlib.asynccontextmanager
+async def _pair(
+    streams: contextlib.AbstractAsyncContextManager[Any],
+) -> AsyncIterator[tuple[Any, Any]]:
+    """The ``(read, write)`` streams of a transport, whatever else it yields."""
+    async with streams as values:
+        yield values[0], values[1]
+
+
+@contextlib.asynccontextmanager
+async def _http_transport(
+    url: str, headers: Mapping[str, str] | None
+) -> AsyncIterator[tuple[Any, Any]]:
+    try:
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+    except ImportError as exc:  # pragma: no cover - old SDKs
+        raise ImportError(
+            "this version of the mcp SDK has no streamable_http_client; upgrade it with "
+            "`pip install -U 'sp4rk[mcp]'`"
+        ) from exc
+    async with (
+        create_mcp_http_client(headers=dict(headers or {})) as client,
+        _pair(streamable_http_client(url, http_client=client)) as streams,
+    ):
+        yield streams
