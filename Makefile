@@ -4,13 +4,16 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# llama-cpp-python (the `local` extra) compiles from source; a native build dies with a
+# general-protection fault on these CPUs, so pin the instruction sets.
+export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 
 .PHONY: install test lint format typecheck pytest demo clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,all]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,all,local]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -6,14 +6,13 @@ when the inner caller streams, and stacks with the others.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 from sp4rk.agent.protocols import LLMCaller, StreamingLLMCaller
+from sp4rk.llm.cassette import dump_record
 from sp4rk.llm.types import ChatRequest, ChatResponse, TokenUsage
 
 
@@ -48,8 +47,9 @@ class _Decorator:
 class DumpCaller(_Decorator):
     """Writes every request and response as one JSON object per line to ``writer``.
 
-    Records: ``{"ts", "direction": "request"|"response", "data", "error"}`` with a UTC ISO-8601
-    timestamp; ``error`` appears only on a failed call (``data`` is then ``null``). With
+    Records: ``{"ts", "direction": "request"|"response", "data", "error", "error_type"}`` with a
+    UTC ISO-8601 timestamp; the error fields appear only on a failed call (``data`` is then
+    ``null``). The same format is what ``sp4rk.llm.cassette.ReplayLLM`` replays. With
     ``writer=None`` nothing is written. Write failures are logged (through ``logger``, if
     given) and never affect the call.
     """
@@ -65,20 +65,16 @@ class DumpCaller(_Decorator):
     async def _around(self, request: ChatRequest, send: Callable[[], Any]) -> ChatResponse:
         if self.writer is None:
             return await super()._around(request, send)
-        self._write({"direction": "request", "data": request.to_dict()})
+        self._write(dump_record("request", request.to_dict()))
         try:
             response: ChatResponse = await send()
         except Exception as exc:
-            self._write({"direction": "response", "data": None, "error": str(exc)})
+            self._write(dump_record("response", None, exc))
             raise
-        self._write({"direction": "response", "data": response.to_dict()})
+        self._write(dump_record("response", response.to_dict()))
         return response
 
-    def _write(self, record: dict[str, Any]) -> None:
-        line = json.dumps(
-            {"ts": datetime.now(UTC).isoformat(timespec="microseconds"), **record},
-            ensure_ascii=False,
-        )
+    def _write(self, line: str) -> None:
         try:
             with self._lock:
                 assert self.writer is not None

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeAlias
 
 from sp4rk._internal.aio import maybe_await
+from sp4rk.llm.cassette import CassetteMissError, RecordingLLM, ReplayLLM
 from sp4rk.llm.types import ChatRequest, ChatResponse, Message, TokenUsage, ToolCall
 
 ScriptItem: TypeAlias = (
@@ -27,7 +28,10 @@ ScriptItem: TypeAlias = (
 )
 
 __all__ = [
+    "CassetteMissError",
     "FunctionLLM",
+    "RecordingLLM",
+    "ReplayLLM",
     "ScriptExhaustedError",
     "ScriptedLLM",
     "ScriptedStreamingLLM",

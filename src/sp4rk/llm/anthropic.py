@@ -1,0 +1,387 @@
+"""``AnthropicProvider``: the Messages API through the official ``anthropic`` SDK."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+try:
+    import anthropic
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        "AnthropicProvider needs the official anthropic SDK: pip install 'sp4rk[anthropic]'"
+    ) from exc
+
+from sp4rk.llm._errors_map import connection_error
+from sp4rk.llm._schema import anthropic_input_schema
+from sp4rk.llm.base import (
+    ANTHROPIC_REDACTED_PREFIX,
+    ANTHROPIC_THINKING_PREFIX,
+    SDKProvider,
+    build_sdk_client,
+    content_blocks,
+    logger,
+    system_parts,
+)
+from sp4rk.llm.errors import LLMError, ProviderAPIError
+from sp4rk.llm.types import (
+    ChatRequest,
+    ChatResponse,
+    Message,
+    ReasoningItem,
+    TokenUsage,
+    ToolCall,
+)
+
+#: ``max_tokens`` when the request leaves it at 0 (the API requires one).
+DEFAULT_MAX_TOKENS = 8192
+#: Thinking budget ceiling; smaller requests get half their ``max_tokens``.
+MAX_THINKING_BUDGET = 32_000
+_MIN_THINKING_BUDGET = 1024
+#: The API accepts at most four ``cache_control`` breakpoints.
+_MAX_CACHE_BREAKPOINTS = 4
+_STOP_REASONS = {
+    "end_turn": "end_turn",
+    "stop_sequence": "end_turn",
+    "tool_use": "tool_use",
+    "max_tokens": "max_tokens",
+    "model_context_window_exceeded": "max_tokens",
+}
+_BAD_ID_CHARS = re.compile(r"[^A-Za-z0-9_-]")
+#: Reasoning efforts the API takes as ``output_config.effort``.
+_EFFORTS = frozenset({"low", "medium", "high", "xhigh", "max"})
+
+
+class AnthropicProvider(SDKProvider[anthropic.AsyncAnthropic]):
+    """Claude models through the Messages API.
+
+    System messages become the ``system`` parameter (several parts are cached up to the last
+    one); tool calls and results become ``tool_use`` / ``tool_result`` blocks, with ids
+    reduced to the characters the API allows. ``reasoning_effort="On"`` enables extended
+    thinking (budget: half of ``max_tokens``, at most 32 000; sampling parameters are then
+    dropped, as the API requires); ``low`` ... ``max`` are sent as ``output_config.effort``;
+    other values are ignored. Thinking blocks come back as the response's ``reasoning``
+    and as ``Message.reasoning_items`` (the signature in the id), and are sent back with the
+    assistant turn they belong to while thinking is on, as the API requires during tool use.
+
+    Args:
+        model: the model used when a request does not name one.
+        api_key: the API key; ``None`` lets the SDK read ``ANTHROPIC_API_KEY``.
+        base_url: another endpoint speaking the Messages API (a trailing ``/v1`` is fine).
+        client: a ready ``anthropic.AsyncAnthropic`` (then leave the connection options
+            unset; its own retry policy applies).
+        max_retries: SDK retries of transient failures (408, 409, 429, 5xx, 529) with its
+            backoff and ``Retry-After``; ``None`` keeps the SDK default (2).
+        timeout: seconds per request; ``None`` keeps the SDK default.
+        default_headers: extra headers sent with every request.
+    """
+
+    name = "anthropic"
+
+    sdk_error = anthropic.AnthropicError
+
+    def __init__(
+        self,
+        model: str = "",
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        client: anthropic.AsyncAnthropic | None = None,
+        max_retries: int | None = None,
+        timeout: float | None = None,
+        default_headers: Mapping[str, str] | None = None,
+    ) -> None:
+        options = {
+            "api_key": api_key,
+            "base_url": base_url,
+            "max_retries": max_retries,
+            "timeout": timeout,
+            "default_headers": default_headers,
+        }
+        super().__init__(model, client, lambda: _build_client(options), options)
+
+    async def call(self, request: ChatRequest) -> ChatResponse:
+        """Send ``request`` as one Messages API call."""
+        params = self.request_params(request)
+        with self.sdk_errors():
+            message = await self.client.messages.create(**params)
+        return self.parse_message(message.model_dump())
+
+    async def call_stream(
+        self, request: ChatRequest, on_text: Callable[[str], None]
+    ) -> ChatResponse:
+        """Stream the call; tool inputs keep the raw JSON text the model streamed."""
+        params = self.request_params(request)
+        params["stream"] = True
+        assembler = _StreamAssembler(on_text)
+        with self.sdk_errors():
+            stream = await self.client.messages.create(**params)
+            async with stream:
+                async for event in stream:
+                    assembler.feed(event.model_dump())
+        return self.parse_message(assembler.message())
+
+    def translate(self, exc: Exception) -> LLMError:
+        """The sp4rk exception for an ``anthropic`` SDK exception."""
+        if isinstance(exc, anthropic.APIConnectionError):
+            return connection_error(self.name, exc, self._secrets)
+        if isinstance(exc, anthropic.APIStatusError):
+            # An ``error`` event inside a stream arrives with the stream's 200 status.
+            status = exc.status_code if exc.status_code >= 400 else None
+            return self.api_error(status, exc.body, exc.message)
+        return LLMError(f"{self.name}: {self.redact(str(exc))}")
+
+    def request_params(self, request: ChatRequest) -> dict[str, Any]:
+        """The keyword arguments of ``messages.create`` for ``request``."""
+        max_tokens = request.max_tokens if request.max_tokens > 0 else DEFAULT_MAX_TOKENS
+        budget = MAX_THINKING_BUDGET if max_tokens > MAX_THINKING_BUDGET else max_tokens // 2
+        thinking = request.reasoning_effort.lower() == "on" and budget >= _MIN_THINKING_BUDGET
+        params: dict[str, Any] = {
+            "model": self.resolve_model(request),
+            "max_tokens": max_tokens,
+            "messages": _messages(request.messages, with_thinking=thinking),
+        }
+        system = system_parts(request.messages)
+        if len(system) == 1:
+            params["system"] = system[0]
+        elif system:
+            cached = set(range(len(system) - 1)[-_MAX_CACHE_BREAKPOINTS:])
+            params["system"] = [
+                {"type": "text", "text": text}
+                | ({"cache_control": {"type": "ephemeral"}} if i in cached else {})
+                for i, text in enumerate(system)
+            ]
+        effort = request.reasoning_effort.lower()
+        if thinking:
+            params["thinking"] = {"type": "enabled", "budget_tokens": budget}
+        else:
+            # The SDK no longer has keywords for sampling; the API and compatible servers
+            # still read the fields when given.
+            sampling = {
+                name: getattr(request, name)
+                for name in ("temperature", "top_p", "top_k")
+                if getattr(request, name) is not None
+            }
+            if sampling:
+                params["extra_body"] = sampling
+        if effort in _EFFORTS:
+            params["output_config"] = {"effort": effort}
+        if request.tools:
+            params["tools"] = [
+                {
+                    "name": t.name,
+                    "description": t.description,
+                    "input_schema": anthropic_input_schema(t.input_schema),
+                }
+                for t in request.tools
+            ]
+        logger.debug(
+            "anthropic: model=%s messages=%d tools=%d thinking=%s",
+            params["model"],
+            len(params["messages"]),
+            len(request.tools),
+            thinking,
+        )
+        return params
+
+    def parse_message(self, data: dict[str, Any]) -> ChatResponse:
+        """A Messages API ``message`` (as a dict) as a :class:`ChatResponse`.
+
+        Raises:
+            LLMError: for an error body delivered with status 200, or a body that is not a
+                message at all.
+        """
+        if data.get("type") == "error":
+            raise self.api_error(None, data, "an error answered with HTTP 200")
+        blocks = data.get("content")
+        if not isinstance(blocks, list):
+            raw = self.redact(json.dumps(data, default=str))[:2048]
+            raise ProviderAPIError(f"{self.name}: the endpoint did not answer a message: {raw}")
+        texts: list[str] = []
+        thoughts: list[str] = []
+        items: list[ReasoningItem] = []
+        calls: list[ToolCall] = []
+        for block in blocks:
+            kind = block.get("type")
+            if kind == "text":
+                texts.append(block.get("text") or "")
+            elif kind == "thinking":
+                thoughts.append(block.get("thinking") or "")
+                signature = block.get("signature") or ""
+                items.append(ReasoningItem(ANTHROPIC_THINKING_PREFIX + signature, thoughts[-1]))
+            elif kind == "redacted_thinking":
+                items.append(ReasoningItem(ANTHROPIC_REDACTED_PREFIX + (block.get("data") or "")))
+            elif kind == "tool_use":
+                raw_input = block.get("raw_input")
+                if raw_input is None:
+                    raw_input = json.dumps(block.get("input") or {}, ensure_ascii=False)
+                calls.append(ToolCall(block.get("id") or "", block.get("name") or "", raw_input))
+        usage = data.get("usage") or {}
+        input_tokens = sum(
+            usage.get(k) or 0
+            for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+        )
+        stop = data.get("stop_reason") or ""
+        return ChatResponse(
+            model=data.get("model") or "",
+            message=Message(
+                "assistant", content="\n".join(texts), tool_calls=calls, reasoning_items=items
+            ),
+            reasoning="\n".join(thoughts),
+            usage=TokenUsage(input_tokens, usage.get("output_tokens") or 0),
+            stop_reason=_STOP_REASONS.get(stop, stop),
+        )
+
+
+def _build_client(options: Mapping[str, object]) -> anthropic.AsyncAnthropic:
+    base_url = options.get("base_url")
+    if isinstance(base_url, str):
+        # The SDK's paths start with /v1; accept base URLs written with it too.
+        options = {**options, "base_url": re.sub(r"/v1/?$", "", base_url.rstrip("/"))}
+    return build_sdk_client(
+        "anthropic",
+        anthropic.AsyncAnthropic,
+        anthropic.DefaultAsyncHttpxClient,
+        anthropic.AnthropicError,
+        options,
+    )
+
+
+def _tool_id(call_id: str) -> str:
+    return _BAD_ID_CHARS.sub("_", call_id)
+
+
+def _messages(messages: Sequence[Message], *, with_thinking: bool) -> list[dict[str, Any]]:
+    """Non-system messages as Messages API turns; consecutive same-role turns are merged.
+
+    Raises:
+        ValueError: for a role the API has no place for.
+    """
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        if m.role == "system":
+            continue
+        if m.role == "user":
+            role, blocks = "user", _user_blocks(m)
+        elif m.role == "assistant":
+            role, blocks = "assistant", _assistant_blocks(m, with_thinking=with_thinking)
+        elif m.role == "tool":
+            role = "user"
+            blocks = [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": _tool_id(m.tool_call_id),
+                    "content": m.content or "(no output)",
+                    "is_error": False,
+                }
+            ]
+        else:
+            raise ValueError(f"anthropic: a message with role {m.role!r} cannot be sent")
+        if not blocks:
+            continue
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+    return out
+
+
+def _user_blocks(message: Message) -> list[dict[str, Any]]:
+    blocks = content_blocks(message)
+    if blocks is None:
+        return [{"type": "text", "text": message.content}] if message.content else []
+    out: list[dict[str, Any]] = []
+    for block in blocks:
+        if block.type == "text":
+            out.append({"type": "text", "text": block.text})
+        elif block.type == "image":
+            source = {"type": "base64", "media_type": block.media_type, "data": block.image_b64}
+            out.append({"type": "image", "source": source})
+    return out
+
+
+def _assistant_blocks(message: Message, *, with_thinking: bool) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for item in message.reasoning_items if with_thinking else ():
+        if item.id.startswith(ANTHROPIC_THINKING_PREFIX):
+            signature = item.id.removeprefix(ANTHROPIC_THINKING_PREFIX)
+            out.append({"type": "thinking", "thinking": item.summary, "signature": signature})
+        elif item.id.startswith(ANTHROPIC_REDACTED_PREFIX):
+            data = item.id.removeprefix(ANTHROPIC_REDACTED_PREFIX)
+            out.append({"type": "redacted_thinking", "data": data})
+    if message.content:
+        out.append({"type": "text", "text": message.content})
+    for call in message.tool_calls:
+        try:
+            arguments = json.loads(call.input) if call.input else {}
+        except ValueError:
+            arguments = {}
+        out.append(
+            {
+                "type": "tool_use",
+                "id": _tool_id(call.id),
+                "name": call.name,
+                "input": arguments if isinstance(arguments, dict) else {},
+            }
+        )
+    return out
+
+
+class _StreamAssembler:
+    """Rebuilds a ``message`` from Messages API stream events (as dicts).
+
+    Tool inputs are kept as the concatenated raw ``partial_json`` text, so a malformed or
+    truncated input reaches the executor as the model wrote it.
+    """
+
+    def __init__(self, on_text: Callable[[str], None]) -> None:
+        self._on_text = on_text
+        self._message: dict[str, Any] = {"content": [], "usage": {}}
+        self._blocks: dict[int, dict[str, Any]] = {}
+        self._raw_inputs: dict[int, list[str]] = {}
+
+    def feed(self, event: dict[str, Any]) -> None:
+        """Take one event."""
+        kind = event.get("type")
+        if kind == "message_start":
+            self._message = {**event.get("message", {}), "content": []}
+            self._message["usage"] = dict(self._message.get("usage") or {})
+        elif kind == "content_block_start":
+            block = dict(event.get("content_block") or {})
+            if block.get("type") == "text" and any(
+                b.get("type") == "text" for b in self._blocks.values()
+            ):
+                self._on_text("\n")  # text blocks are joined with newlines
+            self._blocks[event.get("index", len(self._blocks))] = block
+            if block.get("type") == "tool_use":
+                self._raw_inputs[event.get("index", 0)] = []
+        elif kind == "content_block_delta":
+            self._delta(event.get("index", 0), event.get("delta") or {})
+        elif kind == "message_delta":
+            delta = event.get("delta") or {}
+            self._message["stop_reason"] = delta.get("stop_reason")
+            usage = self._message["usage"]
+            usage.update({k: v for k, v in (event.get("usage") or {}).items() if v is not None})
+
+    def _delta(self, index: int, delta: dict[str, Any]) -> None:
+        block = self._blocks.setdefault(index, {})
+        kind = delta.get("type")
+        if kind == "text_delta":
+            block["text"] = (block.get("text") or "") + delta.get("text", "")
+            if delta.get("text"):
+                self._on_text(delta["text"])
+        elif kind == "thinking_delta":
+            block["thinking"] = (block.get("thinking") or "") + delta.get("thinking", "")
+        elif kind == "signature_delta":
+            block["signature"] = delta.get("signature", "")
+        elif kind == "input_json_delta":
+            self._raw_inputs.setdefault(index, []).append(delta.get("partial_json", ""))
+
+    def message(self) -> dict[str, Any]:
+        """The assembled message, in the non-streamed response shape."""
+        for index, parts in self._raw_inputs.items():
+            self._blocks[index]["raw_input"] = "".join(parts) or "{}"
+        self._message["content"] = [self._blocks[i] for i in sorted(self._blocks)]
+        return self._message

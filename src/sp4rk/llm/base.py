@@ -1,0 +1,245 @@
+"""The base class of sp4rk's model providers.
+
+A provider turns a :class:`~sp4rk.llm.types.ChatRequest` into one call of a model API and the
+answer into a :class:`~sp4rk.llm.types.ChatResponse`. Each satisfies ``sp4rk.agent.LLMCaller``
+and ``sp4rk.agent.StreamingLLMCaller`` structurally; this module only shares the plumbing:
+model selection, streaming fallback and the async context manager that releases the HTTP
+connection pool.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from types import TracebackType
+from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
+
+from sp4rk.llm._errors_map import (
+    ErrorInfo,
+    classify,
+    parse_error_body,
+    redact,
+    scrub_exception,
+    veto_retry_hook,
+)
+from sp4rk.llm.errors import LLMError
+from sp4rk.llm.types import ChatRequest, ChatResponse, ContentBlock, Message
+
+logger = logging.getLogger("sp4rk.llm")
+logger.addHandler(logging.NullHandler())
+
+
+class Provider(ABC):
+    """A model API behind ``call`` / ``call_stream``; use it as an async context manager.
+
+    Args:
+        model: the model used when a request does not name one.
+    """
+
+    #: Label used in error messages and log records.
+    name: str = "provider"
+
+    def __init__(self, model: str = "") -> None:
+        self.model = model
+
+    def resolve_model(self, request: ChatRequest) -> str:
+        """The model to call: ``request.model`` when set, else the provider's.
+
+        Raises:
+            ValueError: when neither names a model.
+        """
+        model = request.model or self.model
+        if not model:
+            raise ValueError(
+                f"{type(self).__name__} has no model: pass model=... to the constructor "
+                "or set ChatRequest.model"
+            )
+        return model
+
+    @abstractmethod
+    async def call(self, request: ChatRequest) -> ChatResponse:
+        """Send ``request`` and return the complete response.
+
+        Raises:
+            LLMError: the call failed; ``ContextWindowExceededError`` when the request does
+                not fit the model's window.
+        """
+
+    @abstractmethod
+    async def call_stream(
+        self, request: ChatRequest, on_text: Callable[[str], None]
+    ) -> ChatResponse:
+        """Like :meth:`call`, calling ``on_text`` with each text delta as it arrives.
+
+        Tool calls are assembled from their deltas; the returned response is the same one
+        :meth:`call` would give.
+        """
+
+    @abstractmethod
+    async def aclose(self) -> None:
+        """Release the provider's resources (the HTTP client it created, a loaded model).
+
+        A client passed in by the caller is left open: its owner closes it.
+        """
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+class _Closable(Protocol):
+    async def close(self) -> None: ...
+
+
+ClientT = TypeVar("ClientT", bound=_Closable)
+
+
+class SDKProvider(Provider, Generic[ClientT]):
+    """A provider around an official SDK client, which it builds (and then owns) or is given.
+
+    Args:
+        model: the model used when a request does not name one.
+        client: a ready SDK client, or ``None`` to build one with ``build``.
+        build: makes the client from the connection ``options``.
+        options: the connection options as passed (``None`` = not given); only checked and
+            searched for the API key here, ``build`` uses them.
+
+    Raises:
+        ValueError: ``client`` given together with connection options.
+    """
+
+    #: The SDK's root exception, translated by :meth:`sdk_errors` (set by each subclass).
+    sdk_error: ClassVar[type[Exception]]
+
+    def __init__(
+        self,
+        model: str,
+        client: ClientT | None,
+        build: Callable[[], ClientT],
+        options: Mapping[str, object],
+    ) -> None:
+        super().__init__(model)
+        if client is not None:
+            given = sorted(name for name, value in options.items() if value is not None)
+            if given:
+                raise ValueError(f"pass either client=... or {', '.join(given)}, not both")
+            self._client, self._owns_client = client, False
+        else:
+            self._client, self._owns_client = build(), True
+        keys = (options.get("api_key"), *(getattr(self._client, a, None) for a in _KEY_ATTRS))
+        self._secrets: tuple[str, ...] = tuple({k for k in keys if isinstance(k, str) and k})
+
+    @property
+    def client(self) -> ClientT:
+        """The SDK client in use."""
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the SDK client if this provider built it."""
+        if self._owns_client:
+            await self._client.close()
+
+    @contextmanager
+    def sdk_errors(self) -> Iterator[None]:
+        """Re-raise the SDK's exceptions inside the block as sp4rk's, secrets masked."""
+        try:
+            yield
+        except self.sdk_error as exc:
+            scrub_exception(exc, self._secrets)
+            raise self.translate(exc) from exc
+
+    @abstractmethod
+    def translate(self, exc: Exception) -> LLMError:
+        """The sp4rk exception for one of the SDK's."""
+
+    def api_error(self, status: int | None, body: Any, message: str, code: str = "") -> LLMError:
+        """Classify an error answer (see :mod:`sp4rk.llm._errors_map`), secrets masked.
+
+        ``message`` and ``code`` stand in when the body carries none.
+        """
+        info = parse_error_body(body)
+        if not info.message:
+            info = ErrorInfo(code=info.code or code, message=message)
+        return classify(status, info, provider=self.name, secrets=self._secrets)
+
+    def redact(self, text: str) -> str:
+        """``text`` with this provider's secrets masked."""
+        return redact(text, self._secrets)
+
+
+_KEY_ATTRS = ("api_key", "auth_token")
+
+
+def build_sdk_client(
+    provider: str,
+    factory: Callable[..., ClientT],
+    http_client: Callable[..., Any],
+    sdk_error: type[Exception],
+    options: Mapping[str, object],
+) -> ClientT:
+    """Build an official SDK client; options left ``None`` keep the SDK's defaults.
+
+    The client's HTTP client (``http_client``: the SDK's ``DefaultAsyncHttpxClient``, which
+    keeps its timeouts and limits) vetoes retries of errors that are not transient (see
+    :func:`~sp4rk.llm._errors_map.veto_retry_hook`) and does not follow redirects, which could
+    carry the API key to another host.
+
+    Raises:
+        LLMError: the SDK refused the options (no API key, typically).
+    """
+    kwargs = {name: value for name, value in options.items() if value is not None}
+    kwargs["http_client"] = http_client(
+        event_hooks={"response": [veto_retry_hook]}, follow_redirects=False
+    )
+    try:
+        return factory(**kwargs)
+    except sdk_error as exc:
+        key = options.get("api_key")
+        secrets = (key,) if isinstance(key, str) else ()
+        raise LLMError(
+            f"{provider}: cannot create the client: {redact(str(exc), secrets)}"
+        ) from None
+
+
+def content_blocks(message: Message) -> list[ContentBlock] | None:
+    """The message's blocks ready to send, or ``None`` when it is plain text.
+
+    When no block is text but ``content`` is set, the content leads as a text block.
+
+    Raises:
+        ValueError: naming the first text block without text, or image block without
+            ``media_type`` or ``image_b64``.
+    """
+    blocks = message.content_blocks
+    if not blocks:
+        return None
+    for index, block in enumerate(blocks):
+        if block.type == "text" and not block.text:
+            raise ValueError(f"content block {index}: a text block needs text")
+        if block.type == "image" and not (block.media_type and block.image_b64):
+            raise ValueError(
+                f"content block {index}: an image block needs media_type and image_b64"
+            )
+    if message.content and not any(b.type == "text" for b in blocks):
+        return [ContentBlock("text", text=message.content), *blocks]
+    return list(blocks)
+
+
+def system_parts(messages: Sequence[Message]) -> list[str]:
+    """The non-empty system messages' texts, in order (every API takes them apart)."""
+    return [m.content for m in messages if m.role == "system" and m.content]
+
+
+#: Reasoning items whose id starts with one of these carry Anthropic thinking blocks (the
+#: id holds the block's signature or redacted data); other providers skip them.
+ANTHROPIC_THINKING_PREFIX = "thinking:"
+ANTHROPIC_REDACTED_PREFIX = "redacted_thinking:"

@@ -1,0 +1,290 @@
+"""``OpenAIResponsesProvider``: OpenAI's Responses API, with reasoning items round-tripped."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from sp4rk.llm._openai_common import OpenAIProviderBase
+from sp4rk.llm._schema import openai_strict_parameters
+from sp4rk.llm.base import (
+    ANTHROPIC_REDACTED_PREFIX,
+    ANTHROPIC_THINKING_PREFIX,
+    content_blocks,
+    logger,
+    system_parts,
+)
+from sp4rk.llm.errors import LLMError, ProviderAPIError
+from sp4rk.llm.types import (
+    ChatRequest,
+    ChatResponse,
+    Message,
+    ReasoningItem,
+    TokenUsage,
+    ToolCall,
+    ToolDefinition,
+)
+
+if TYPE_CHECKING:
+    import openai
+
+_EFFORTS = frozenset({"none", "minimal", "low", "medium", "high", "xhigh", "max"})
+#: Encrypted reasoning kept per provider for the round trip (oldest dropped first).
+_MAX_REMEMBERED = 4096
+
+
+class OpenAIResponsesProvider(OpenAIProviderBase):
+    """The Responses API through the official ``openai`` SDK.
+
+    Reasoning items come back as ``Message.reasoning_items`` and are sent again, by id, with
+    the next request, so reasoning models keep their chain of thought across tool calls.
+    By default nothing is stored at OpenAI (``store=False``); the provider then asks for each
+    reasoning item's encrypted content and remembers it in memory to send it back, because
+    OpenAI cannot look an unstored item up by id. Items it has no encrypted content for
+    (a resumed run in a new process) are left out rather than failing the call. With
+    ``store=True`` items are sent back by id alone.
+
+    A response cut at ``max_output_tokens`` is reported as ``stop_reason="max_tokens"``, even
+    when it holds function calls (they may be incomplete).
+
+    Args:
+        model: the model used when a request does not name one.
+        api_key: the API key; ``None`` lets the SDK read ``OPENAI_API_KEY``.
+        base_url: a compatible server's URL (``None``: ``OPENAI_BASE_URL`` or OpenAI).
+        client: a ready ``openai.AsyncOpenAI`` (then leave the connection options unset).
+        max_retries: SDK retries of transient failures; ``None`` keeps the SDK default.
+        timeout: seconds per request; ``None`` keeps the SDK default.
+        default_headers: extra headers sent with every request.
+        store: whether the server keeps the responses. ``None``: ``False`` at OpenAI, and
+            not sent to other servers (which then get reasoning items by id and summary).
+    """
+
+    def __init__(
+        self,
+        model: str = "",
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        client: openai.AsyncOpenAI | None = None,
+        max_retries: int | None = None,
+        timeout: float | None = None,
+        default_headers: Mapping[str, str] | None = None,
+        store: bool | None = None,
+    ) -> None:
+        super().__init__(
+            model,
+            api_key=api_key,
+            base_url=base_url,
+            client=client,
+            max_retries=max_retries,
+            timeout=timeout,
+            default_headers=default_headers,
+        )
+        self.store = store
+        self._encrypted: OrderedDict[str, str] = OrderedDict()
+
+    @property
+    def _uses_encrypted_reasoning(self) -> bool:
+        return self.store is False or (self.store is None and self.is_official)
+
+    async def call(self, request: ChatRequest) -> ChatResponse:
+        """Send ``request`` as one Responses API call."""
+        params = self.request_params(request)
+        with self.sdk_errors():
+            response = await self.client.responses.create(**params)
+        return self.parse_response(response.model_dump())
+
+    async def call_stream(
+        self, request: ChatRequest, on_text: Callable[[str], None]
+    ) -> ChatResponse:
+        """Stream the call: ``on_text`` gets each output-text delta."""
+        params = self.request_params(request)
+        params["stream"] = True
+        final: dict[str, Any] | None = None
+        with self.sdk_errors():
+            stream = await self.client.responses.create(**params)
+            async with stream:
+                async for event in stream:
+                    data = event.model_dump()
+                    kind = data.get("type")
+                    if kind == "response.output_text.delta" and data.get("delta"):
+                        on_text(data["delta"])
+                    elif kind in ("response.completed", "response.incomplete", "response.failed"):
+                        final = data.get("response") or {}
+                    elif kind == "error":
+                        raise self.api_error(None, data, "error event in the stream")
+        if final is None:
+            raise ProviderAPIError(
+                f"{self.name}: the stream ended without a final response", retryable=True
+            )
+        return self.parse_response(final)
+
+    def translate(self, exc: Exception) -> LLMError:
+        """Like the base, with a hint when the server has no Responses endpoint."""
+        error = super().translate(exc)
+        if error.status_code in (404, 405) and not self.is_official:
+            error.args = (
+                f"{error} (does this server offer the Responses API? "
+                "OpenAIChatProvider speaks Chat Completions)",
+            )
+        return error
+
+    def request_params(self, request: ChatRequest) -> dict[str, Any]:
+        """The keyword arguments of ``responses.create`` for ``request``."""
+        params: dict[str, Any] = {
+            "model": self.resolve_model(request),
+            "input": self._input_items(request.messages),
+        }
+        if instructions := "\n".join(system_parts(request.messages)):
+            params["instructions"] = instructions
+        if self._uses_encrypted_reasoning:
+            params["store"] = False
+            params["include"] = ["reasoning.encrypted_content"]
+        elif self.store:
+            params["store"] = True
+        if request.max_tokens > 0:
+            params["max_output_tokens"] = request.max_tokens
+        for name in ("temperature", "top_p"):
+            value = getattr(request, name)
+            if value is not None:
+                params[name] = value
+        if request.reasoning_effort.lower() in _EFFORTS:
+            params["reasoning"] = {"effort": request.reasoning_effort.lower(), "summary": "auto"}
+        if request.tools:
+            params["tools"] = [_tool(t) for t in request.tools]
+        logger.debug(
+            "openai responses: model=%s items=%d tools=%d",
+            params["model"],
+            len(params["input"]),
+            len(request.tools),
+        )
+        return params
+
+    def _input_items(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        for m in messages:
+            if m.role == "user":
+                items.append({"role": "user", "content": _user_content(m)})
+            elif m.role == "assistant":
+                items.extend(self._reasoning_items(m.reasoning_items))
+                if m.content:
+                    items.append({"role": "assistant", "content": m.content})
+                items.extend(
+                    {"type": "function_call", "call_id": c.id, "name": c.name, "arguments": c.input}
+                    for c in m.tool_calls
+                )
+            elif m.role == "tool":
+                items.append(
+                    {
+                        "type": "function_call_output",
+                        "call_id": m.tool_call_id,
+                        "output": m.content or "(no output)",
+                    }
+                )
+        return items
+
+    def _reasoning_items(self, reasoning: Sequence[ReasoningItem]) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for item in reasoning:
+            if item.id.startswith((ANTHROPIC_THINKING_PREFIX, ANTHROPIC_REDACTED_PREFIX)):
+                continue
+            summary = [{"type": "summary_text", "text": item.summary}] if item.summary else []
+            entry: dict[str, Any] = {"type": "reasoning", "id": item.id, "summary": summary}
+            if self._uses_encrypted_reasoning:
+                encrypted = self._encrypted.get(item.id)
+                if encrypted is None:
+                    logger.debug("openai responses: reasoning item %s not resent", item.id)
+                    continue
+                entry["encrypted_content"] = encrypted
+            out.append(entry)
+        return out
+
+    def parse_response(self, data: dict[str, Any]) -> ChatResponse:
+        """A ``response`` object (as a dict) as a :class:`ChatResponse`.
+
+        Raises:
+            LLMError: for a ``failed`` response, classified like an HTTP error.
+        """
+        if data.get("status") == "failed":
+            raise self.api_error(None, data.get("error") or {}, "the response failed")
+        texts: list[str] = []
+        calls: list[ToolCall] = []
+        items: list[ReasoningItem] = []
+        summaries: list[str] = []
+        for item in data.get("output") or []:
+            kind = item.get("type")
+            if kind == "message":
+                texts += [
+                    p.get("text") or ""
+                    for p in item.get("content") or []
+                    if p.get("type") == "output_text"
+                ]
+            elif kind == "function_call":
+                calls.append(
+                    ToolCall(
+                        item.get("call_id") or item.get("id") or "",
+                        item.get("name") or "",
+                        item.get("arguments") or "{}",
+                    )
+                )
+            elif kind == "reasoning":
+                summary = "\n".join(s.get("text") or "" for s in item.get("summary") or [])
+                if summary:
+                    summaries.append(summary)
+                if item.get("id"):
+                    items.append(ReasoningItem(item["id"], summary))
+                    self._remember(item["id"], item.get("encrypted_content"))
+        reasoning = "\n".join(summaries)
+        incomplete = (data.get("incomplete_details") or {}).get("reason")
+        if data.get("status") == "incomplete" and incomplete == "max_output_tokens":
+            stop = "max_tokens"
+        else:
+            stop = "tool_use" if calls else "end_turn"
+        usage = data.get("usage") or {}
+        return ChatResponse(
+            model=data.get("model") or "",
+            message=Message(
+                "assistant",
+                content="".join(texts),
+                reasoning_content=reasoning,
+                tool_calls=calls,
+                reasoning_items=items,
+            ),
+            reasoning=reasoning,
+            usage=TokenUsage(usage.get("input_tokens") or 0, usage.get("output_tokens") or 0),
+            stop_reason=stop,
+        )
+
+    def _remember(self, item_id: str, encrypted: Any) -> None:
+        if not isinstance(encrypted, str) or not encrypted:
+            return
+        self._encrypted[item_id] = encrypted
+        self._encrypted.move_to_end(item_id)
+        while len(self._encrypted) > _MAX_REMEMBERED:
+            self._encrypted.popitem(last=False)
+
+
+def _user_content(message: Message) -> str | list[dict[str, Any]]:
+    blocks = content_blocks(message)
+    if blocks is None:
+        return message.content
+    parts: list[dict[str, Any]] = []
+    for block in blocks:
+        if block.type == "text":
+            parts.append({"type": "input_text", "text": block.text})
+        elif block.type == "image":
+            url = f"data:{block.media_type};base64,{block.image_b64}"
+            parts.append({"type": "input_image", "image_url": url, "detail": "auto"})
+    return parts
+
+
+def _tool(tool: ToolDefinition) -> dict[str, Any]:
+    parameters, strict = openai_strict_parameters(tool.input_schema)
+    return {
+        "type": "function",
+        "name": tool.name,
+        "description": tool.description,
+        "parameters": parameters,
+        "strict": strict,
+    }

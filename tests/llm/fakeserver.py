@@ -1,0 +1,134 @@
+"""A scripted HTTP server on 127.0.0.1 that the official SDK clients talk to for real.
+
+Tests queue replies per path (JSON bodies, server-sent-event streams, error statuses with
+headers); the server answers each request with the next reply queued for its path and records
+what it received, so tests can assert on the exact request bodies the SDKs sent.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Reply:
+    """One canned answer: a JSON (or text) body, or an SSE stream when ``events`` is set."""
+
+    status: int = 200
+    body: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+    events: list[tuple[str | None, Any]] | None = None
+    """``(event name or None, data)``; data is JSON-encoded unless it is a string."""
+
+
+@dataclass
+class Received:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+class FakeServer:
+    """Serves queued replies; ``url`` is its base URL (``http://127.0.0.1:<port>``)."""
+
+    def __init__(self) -> None:
+        self.received: list[Received] = []
+        self._queues: dict[str, deque[Reply]] = defaultdict(deque)
+        self._lock = threading.Lock()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def queue(self, path: str, *replies: Reply) -> None:
+        with self._lock:
+            self._queues[path].extend(replies)
+
+    def bodies(self, path: str) -> list[Any]:
+        """The JSON bodies received on ``path``, in order."""
+        return [r.body for r in self.received if r.path == path]
+
+    def pending(self) -> int:
+        with self._lock:
+            return sum(len(q) for q in self._queues.values())
+
+    def next_reply(self, path: str) -> Reply:
+        with self._lock:
+            queue = self._queues.get(path)
+            if queue:
+                return queue.popleft()
+        message = f"fake server: nothing queued for {path}"
+        return Reply(418, {"error": {"message": message, "type": "test_error"}})
+
+    def close(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join()
+
+
+def _handler_for(server: FakeServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            try:
+                body = json.loads(raw) if raw else None
+            except ValueError:
+                body = raw.decode("utf-8", "replace")
+            path = self.path.split("?", 1)[0]
+            with server._lock:
+                server.received.append(
+                    Received("POST", path, {k.lower(): v for k, v in self.headers.items()}, body)
+                )
+            reply = server.next_reply(path)
+            if reply.events is not None:
+                self._send_events(reply)
+            else:
+                self._send_body(reply)
+
+        def _send_body(self, reply: Reply) -> None:
+            payload = (
+                reply.body.encode()
+                if isinstance(reply.body, str)
+                else json.dumps(reply.body).encode()
+            )
+            self.send_response(reply.status)
+            content_type = "text/plain" if isinstance(reply.body, str) else "application/json"
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(payload)))
+            for name, value in reply.headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def _send_events(self, reply: Reply) -> None:
+            self.send_response(reply.status)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            for name, value in reply.headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            for event, data in reply.events or []:
+                text = data if isinstance(data, str) else json.dumps(data)
+                frame = (f"event: {event}\n" if event else "") + f"data: {text}\n\n"
+                self.wfile.write(frame.encode())
+                self.wfile.flush()
+            self.close_connection = True
+
+        def log_message(self, format: str, *args: Any) -> None:  # silence stderr
+            return
+
+    return Handler

