@@ -251,3 +251,89 @@ def test_events_have_the_thirteen_callbacks_in_order() -> None:
         "executor_diagnostic",
     ]
     assert NoopEvents is Events and NoopHITLHandler is HITLHandler
+
+
+def test_more_contract_signatures() -> None:
+    from sp4rk.agent import (
+        DumpCaller,
+        FinishTool,
+        HITLHandler,
+        HITLToolDecision,
+        LoggingLLMCaller,
+        SubAgentResult,
+        SubAgentTask,
+        ToolResultCache,
+    )
+    from sp4rk.memory import ContextWindow
+    from sp4rk.tools import ToolDescriptor
+
+    assert params(ToolResultCache.store) == [
+        "self",
+        "tool_name",
+        "content",
+        "file_path",
+        "mtime",
+        "size",
+        "source",
+    ]
+    assert params(ToolResultCache.get) == ["self", "hash_or_prefix"]
+    assert params(ToolResultCache.check_coherence) == ["self", "hash"]
+    assert params(ToolResultCache.__init__)[:2] == ["self", "mcp_ttl"]
+    assert params(HITLHandler.on_tool_call) == ["self", "ctx", "tool_name", "input"]
+    assert params(HITLHandler.on_step_limit) == [
+        "self",
+        "ctx",
+        "current_step",
+        "max_steps",
+        "reason",
+    ]
+    assert fields(HITLToolDecision) == ["allow", "modified_input", "reason"]
+    assert params(DumpCaller.__init__) == ["self", "inner", "writer", "logger"]
+    assert params(LoggingLLMCaller.__init__) == ["self", "inner", "provider", "logger"]
+    assert fields(SubAgentTask) == [
+        "step_id",
+        "executor",
+        "cm",
+        "tools",
+        "description",
+        "events",
+        "ctx",
+    ]
+    assert fields(SubAgentResult) == ["step_id", "output", "steps", "error", "success"]
+    assert fields(ToolDescriptor) == [
+        "name",
+        "description",
+        "input_schema",
+        "source",
+        "group",
+        "source_category",
+    ]
+    assert FinishTool().input_schema["required"] == ["answer"]
+    assert params(ContextWindow.__init__) == [
+        "self",
+        "max_tokens",
+        "output_limit",
+        "token_counter",
+        "system_prompt",
+        "task",
+        "strategy",
+        "keep_last_n",
+        "prune_threshold_percent",
+        "safety_margin_percent",
+        "thresholds",
+    ]
+
+
+def test_provider_constructor_signature() -> None:
+    from sp4rk.llm import AnthropicProvider, OpenAIChatProvider, OpenAIResponsesProvider
+
+    for provider in (OpenAIChatProvider, OpenAIResponsesProvider, AnthropicProvider):
+        assert params(provider.__init__)[:7] == [
+            "self",
+            "model",
+            "api_key",
+            "base_url",
+            "client",
+            "max_retries",
+            "timeout",
+        ], provider

@@ -226,7 +226,7 @@ def test_same_tool_resets_on_another_tool_or_a_different_size() -> None:
 
 def test_same_tool_ignores_identical_arguments_and_exempt_tools() -> None:
     cfg = only(same_tool_repeat_nudge_threshold=3, same_tool_repeat_abort_threshold=5)
-    script = [tool_calls_response(("probe", {"q": "v0"})) for _ in range(2)]
+    script = [tool_calls_response(("probe", {"q": "v0"})) for _ in range(4)]
     script += [
         tool_calls_response(("write_file", {"path": str(i), "content": "c"})) for i in range(6)
     ]
@@ -353,3 +353,44 @@ def test_compact_json_keeps_strings_and_numbers() -> None:
     assert compact_json('{ "a" : "x  y", "b" : 1.50 }') == '{"a":"x  y","b":1.50}'
     assert compact_json('{"a": "quote \\" inside  "}') == '{"a":"quote \\" inside  "}'
     assert compact_json("not json  at all") == "notjsonatall"
+
+
+def test_same_tool_abort_reprieve_resets_and_rearms_the_nudge() -> None:
+    cfg = only(
+        same_tool_repeat_nudge_threshold=2,
+        same_tool_repeat_abort_threshold=3,
+        same_tool_result_size_delta=64,
+    )
+    hitl = Reprieve(StepLimitResponse.ALLOW_ONCE)
+    result, _, events = run(
+        [*probes(6), finish_response("x")],
+        tools=_sized_tool(),
+        circuit_breaker=cfg,
+        hitl=hitl,
+        max_steps=20,
+    )
+    assert hitl.reasons == ["same_tool", "same_tool"]  # reprieved once, then denied
+    # the reprieve re-armed the one-shot nudge: it fires again at 2
+    assert [d["consecutive"] for d in events.diagnostics("same_tool_repeat_nudge")] == [2, 2]
+    assert result.exit_reason is ExitReason.SAME_TOOL_ABORT
+    assert any("one more chance" in n for n in nudges(result))
+
+
+@pytest.mark.parametrize("answer", [StepLimitResponse.ALLOW_ONCE, StepLimitResponse.ALLOW_MORE])
+def test_fruitless_abort_reprieve_resets_the_count(answer: StepLimitResponse) -> None:
+    cfg = only(fruitless_nudge_threshold=2, fruitless_abort_threshold=3)
+    hitl = Reprieve(answer)
+    result, _, events = run([*empties(5), finish_response("x")], circuit_breaker=cfg, hitl=hitl)
+    assert hitl.reasons == ["fruitless"] and result.finished
+    assert [d["consecutive"] for d in events.diagnostics("fruitless_nudge")] == [2, 2]
+
+
+def test_truncation_abort_reprieve_lets_the_run_go_on() -> None:
+    hitl = Reprieve(StepLimitResponse.ALLOW_ONCE)
+    result, _, _ = run(
+        [*(cut(("search", {"q": str(i)})) for i in range(4)), finish_response("x")],
+        hitl=hitl,
+        circuit_breaker=only(truncation_abort_threshold=3),
+    )
+    assert hitl.reasons == ["truncation"] and result.finished
+    assert any("truncation safeguard tripped" in n for n in nudges(result))

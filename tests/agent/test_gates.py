@@ -267,3 +267,49 @@ def test_checklist_todo_callback_receives_items() -> None:
     )
     assert seen == [("s1", [("a", True), ("b", False)])]
     assert json.dumps(seen)
+
+
+def test_a_guard_returning_a_non_string_is_a_clear_error() -> None:
+    with pytest.raises(TypeError, match="must return a reason"):
+        run([finish_response("x")], setup=lambda ex: ex.set_finish_guard(lambda ctx: True))
+
+
+async def test_a_hanging_async_guard_counts_as_a_rejection(monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    from sp4rk.agent._loop import state
+
+    monkeypatch.setattr(state, "HOST_CALLBACK_TIMEOUT", 0.01)
+
+    async def hangs(ctx: RunContext) -> str | None:
+        await asyncio.Event().wait()
+        return None
+
+    result, _, events = await _run_async([finish_response("a"), finish_response("b")], hangs)
+    assert "did not answer" in events.diagnostics("finish_guard_rejected")[0]["reason"]
+    assert result.output == "b"
+
+
+def test_mutation_and_checklist_gates_apply_to_an_implicit_finish() -> None:
+    from sp4rk.llm.testing import text_response
+
+    result, _, events = run(
+        [
+            *reads(3),
+            text_response("a"),
+            text_response("b"),
+            text_response("c"),
+            text_response("d"),
+            text_response("e"),
+        ],
+        tools=with_checklist(),
+        setup=lambda ex: ex.set_mutation_required(True),
+    )
+    assert events.diagnostics("mutation_gate_nudge") == [{"reason": "finish_without_mutation"}]
+    assert result.exit_reason is ExitReason.MUTATION_REQUIRED and result.output == "d"
+    checked, _, events = run(
+        [*reads(3), text_response("a"), text_response("b"), text_response("c"), text_response("d")],
+        tools=with_checklist(),
+    )
+    assert events.diagnostics("checklist_gate_nudge") == [{"reason": "finish_without_checklist"}]
+    assert checked.exit_reason is ExitReason.IMPLICIT_FINISH and checked.output == "d"

@@ -333,9 +333,10 @@ def test_run_sync_refuses_inside_a_running_loop() -> None:
 
 
 async def test_a_second_concurrent_run_is_refused() -> None:
-    gate = asyncio.Event()
+    gate, entered = asyncio.Event(), asyncio.Event()
 
     async def slow_model(request: object) -> ChatResponse:
+        entered.set()
         await gate.wait()
         return finish_response("x")
 
@@ -344,7 +345,7 @@ async def test_a_second_concurrent_run_is_refused() -> None:
     tools = echo_tools()
     executor = Executor(FunctionLLM(slow_model), tools, 5)
     first = asyncio.create_task(executor.run(tools.list(), ContextWindow()))
-    await asyncio.sleep(0)
+    await entered.wait()
     with pytest.raises(RuntimeError, match="already running"):
         await executor.run(tools.list(), ContextWindow())
     gate.set()

@@ -8,11 +8,14 @@ import pytest
 
 from sp4rk.agent import (
     CheckpointError,
+    CircuitBreakerConfig,
     Executor,
     ExitReason,
+    HITLHandler,
     ListTrajectoryStore,
     RecordingEvents,
     Step,
+    StepLimitResponse,
     load_checkpoint,
     save_checkpoint,
 )
@@ -181,13 +184,21 @@ async def test_async_pause_checker_and_message_source_are_awaited() -> None:
 
 def test_a_raising_pause_checker_propagates_after_saving_the_trajectory() -> None:
     store = ListTrajectoryStore()
+    checks: list[int] = []
 
     def pause(ctx: RunContext) -> bool:
-        raise OSError("flag file unreadable")
+        checks.append(1)
+        if len(checks) == 2:
+            raise OSError("flag file unreadable")
+        return False
 
+    tools = echo_tools()
+    llm = ScriptedLLM([tool_calls_response(("search", {"q": "a"}))])
+    executor = Executor(llm, tools, 5, pause_checker=pause)
     with pytest.raises(OSError, match="flag file"):
-        run([finish_response("x")], pause_checker=pause, ctx=RunContext(trajectory_store=store))
-    assert store.steps() == []
+        executor.run_sync(tools.list(), ContextWindow(), RunContext(trajectory_store=store))
+    assert [s.tool_name for s in store.steps()] == ["search"]
+    assert [s.tool_name for s in executor.last_steps] == ["search"]
 
 
 def test_interjection_survives_a_reactive_compaction_retry_and_is_consumed_once() -> None:
@@ -239,3 +250,74 @@ def test_checkpoint_round_trips_and_refuses_newer_versions(tmp_path: Any) -> Non
     path.write_text('{"schema_version": 1, "steps": [{"action": 5}]}')
     with pytest.raises(CheckpointError, match="malformed"):
         load_checkpoint(path)
+
+
+class Reprieves(HITLHandler):
+    """Answers by reason alone, so a fresh handler after a resume behaves the same."""
+
+    async def on_step_limit(
+        self, ctx: RunContext, current_step: int, max_steps: int, reason: str
+    ) -> StepLimitResponse:
+        return {
+            "": StepLimitResponse.ALLOW_MORE,
+            "repeat": StepLimitResponse.ALLOW_ALWAYS,
+            "fruitless": StepLimitResponse.ALLOW_ONCE,
+        }[reason]
+
+
+BREAKERS = CircuitBreakerConfig(
+    repeat_nudge_threshold=3,
+    repeat_abort_threshold=5,
+    fruitless_nudge_threshold=2,
+    fruitless_abort_threshold=4,
+    same_tool_repeat_nudge_threshold=0,
+    same_tool_repeat_abort_threshold=0,
+)
+
+
+def breaker_model(request: ChatRequest) -> ChatResponse:
+    """Repeats a call past the repeat abort, then finds nothing past the fruitless abort."""
+    done = sum(1 for m in request.messages if m.role == "assistant")
+    if done >= 18:
+        return finish_response("done")
+    if done <= 5:
+        response = tool_calls_response(("search", {"q": "same"}))
+    elif done <= 10:
+        response = tool_calls_response(("empty", {"q": str(done)}))
+    else:
+        response = tool_calls_response(("search", {"q": str(done)}))
+    response.message.tool_calls[0].id = f"c{done}"
+    return response
+
+
+def breaker_run(pause_at: int | None) -> tuple[list[Step], int]:
+    tools = echo_tools()
+    llm = FunctionLLM(breaker_model)
+    checks = 0
+
+    def pause(ctx: RunContext) -> bool:
+        nonlocal checks
+        checks += 1
+        return checks == pause_at
+
+    def build(**kw: Any) -> Executor:
+        return Executor(llm, tools, 14, hitl=Reprieves(), circuit_breaker=BREAKERS, **kw)
+
+    result = build(pause_checker=pause).run_sync(tools.list(), ContextWindow(task="t"))
+    if result.paused:
+        window = ContextWindow(task="t")
+        window.seed_steps(result.steps)
+        result = build(resume_steps=result.steps).run_sync(tools.list(), window)
+    assert result.finished
+    return result.steps, len(llm.requests)
+
+
+def test_resume_keeps_breaker_counts_reprieves_and_granted_budget() -> None:
+    baseline, calls = breaker_run(None)
+    nudge_texts = [s.user_nudge for s in baseline if s.user_nudge]
+    assert any("switched off the repeat safeguard" in n for n in nudge_texts)
+    assert any("fruitless safeguard tripped" in n for n in nudge_texts)
+    assert any("granted 14 more steps" in n for n in nudge_texts)
+    for boundary in range(1, calls + 1):
+        steps, _ = breaker_run(boundary)
+        assert [s.to_dict() for s in steps] == [s.to_dict() for s in baseline], boundary

@@ -49,7 +49,8 @@ def test_mixed_text_replies_share_one_budget_of_two() -> None:
 
 def test_text_replies_do_not_fire_step_complete_until_accepted() -> None:
     _, _, events = run([text_response("a"), text_response("b"), text_response("c")])
-    assert events.of("step_complete") == [(3, pytest.approx(events.of("step_complete")[0][1]))]
+    completed = events.of("step_complete")
+    assert [c[0] for c in completed] == [3] and completed[0][1] >= 0
 
 
 def test_the_implicit_answer_goes_through_the_finish_guard() -> None:

@@ -17,7 +17,7 @@ from sp4rk.agent import (
 from sp4rk.llm import ChatRequest, ChatResponse
 from sp4rk.llm.testing import FunctionLLM, ScriptedLLM, finish_response, tool_calls_response
 from sp4rk.memory import ContextWindow
-from sp4rk.tools import Registry, RunContext, tool
+from sp4rk.tools import Registry, RunContext, ToolPolicy, ToolResult, tool
 
 from .helpers import FakeContext, run
 
@@ -243,3 +243,32 @@ def test_binary_and_invalid_text_outputs_do_not_break_the_run() -> None:
     )
     assert result.finished
     json.dumps([m.to_dict() for m in llm.requests[1].messages])  # still serialisable
+
+
+def test_content_backed_readers_are_snapshots_without_staleness(tmp_path: Path) -> None:
+    target = tmp_path / "doc.txt"
+    target.write_text("version one")
+
+    class SnapshotReader:
+        name = "read_file"
+        description = "reads a file as a snapshot"
+        input_schema = {"type": "object"}  # noqa: RUF012
+        default_policy = ToolPolicy.ALWAYS_ALLOW
+        is_untrusted = False
+
+        async def execute(self, ctx: RunContext, input: str) -> ToolResult:
+            return ToolResult(target.read_text())
+
+        def is_content_backed(self) -> bool:
+            return True
+
+    cache = ToolResultCache()
+    result, _, _ = run(
+        [tool_calls_response(("read_file", {"path": "doc.txt"})), finish_response("d")],
+        tools=Registry([SnapshotReader()]),
+        ctx=RunContext(workspace=tmp_path),
+        setup=lambda ex: ex.set_tool_cache(cache),
+    )
+    target.write_text("version two, longer")
+    assert cache.check_coherence(result.steps[0].cache_hash)  # a snapshot never goes stale
+    assert cache.get(result.steps[0].cache_hash) == "version one"

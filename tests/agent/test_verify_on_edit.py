@@ -123,7 +123,7 @@ def test_a_breaker_that_skips_the_last_call_still_flushes_the_check() -> None:
     group = result.steps[:-1]
     assert [s.tool_name for s in group] == ["edit_file", "search", "search", "search"]
     assert group[-1].observation.startswith("Not executed")  # the repeat nudge; 'never' skipped
-    assert "[verify_on_edit]" in group[-1].observation
+    assert "[verify_on_edit]" in group[0].observation  # on the edit it verifies (decision 15)
 
 
 def test_pending_verification_is_flushed_before_an_abort_returns() -> None:
@@ -133,7 +133,7 @@ def test_pending_verification_is_flushed_before_an_abort_returns() -> None:
     result, _, _ = run(script, circuit_breaker=cfg, setup=lambda ex: ex.set_verify_on_edit(runner))
     assert result.output.startswith("Aborted")
     assert runner.calls == 1
-    assert "[verify_on_edit]" in result.steps[-1].observation
+    assert "[verify_on_edit]" in result.steps[-1].observation  # the group's last call
 
 
 def test_a_raising_runner_gives_a_not_verified_note() -> None:
@@ -189,7 +189,7 @@ async def test_command_runner_kills_the_whole_group_on_timeout(tmp_path: Path) -
         "print('started', flush=True)\n"
         "time.sleep(60)\n"
     )
-    runner = command_verify_runner([sys.executable, "-c", script], timeout=1.0)
+    runner = command_verify_runner([sys.executable, "-c", script], timeout=3.0)
     result = await runner(RunContext())
     assert result.timed_out and result.exit_code is None and "started" in result.output
     child = int(marker.read_text())

@@ -126,3 +126,23 @@ async def test_facts_round_trip_and_secrets_are_refused() -> None:
         RunContext(), '{"keywords": ["a", "b", "c"], "content": "x"}'
     )
     assert missing.is_error and "not available" in missing.content
+
+
+async def test_a_single_huge_line_can_be_read_in_full_by_offset() -> None:
+    content = "".join(f"{i:08d}" for i in range(150_000))  # 1.2 MB, one line
+    ctx, h = cache_with(content)
+    page = await tool_result_read.execute(ctx, f'{{"hash": "{h}"}}')
+    assert "more chars: tool_result_read(" in page.content and len(page.content) < 3000
+    seen = ""
+    offset = 0
+    while True:
+        chunk = await tool_result_read.execute(
+            ctx, f'{{"hash": "{h}", "line": 1, "char_offset": {offset}}}'
+        )
+        _, _, body = chunk.content.partition("\n")
+        body = body.split("\n\n[Use tool_result_read")[0]
+        seen += body
+        if "to continue this line" not in chunk.content:
+            break
+        offset += len(body)
+    assert seen == content

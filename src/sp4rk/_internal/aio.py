@@ -17,9 +17,16 @@ async def maybe_await(value: T | Awaitable[T]) -> T:
     return value
 
 
-async def call_maybe_async(fn: Callable[..., T | Awaitable[T]], *args: Any) -> T:
-    """Call a sync or async function and return its result."""
-    return await maybe_await(fn(*args))
+async def call_host(fn: Callable[[Any], T | Awaitable[T]], arg: Any, timeout: float) -> T:
+    """Call a host callback; an async one is given ``timeout`` seconds.
+
+    Raises:
+        TimeoutError: when an async callback takes longer than ``timeout``.
+    """
+    value = fn(arg)
+    if inspect.isawaitable(value):
+        return await asyncio.wait_for(value, timeout)
+    return value
 
 
 def run_sync(coro_factory: Callable[[], Coroutine[Any, Any, T]], what: str) -> T:

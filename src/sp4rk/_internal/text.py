@@ -11,6 +11,17 @@ def has_visible_content(text: str) -> bool:
     return text.rstrip(INVISIBLE) != ""
 
 
+def valid_text(text: str) -> str:
+    """``text`` as valid Unicode for every provider: lone surrogates become U+FFFD."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
 def byte_len(text: str) -> int:
     """UTF-8 length of ``text`` in bytes."""
     return len(text.encode("utf-8", "surrogatepass"))

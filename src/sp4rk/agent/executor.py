@@ -113,6 +113,8 @@ class Executor:
         )
         self._running = False
         self._response_groups = 0
+        # Facts outlive a run: a second run (or a resume on this executor) can search them.
+        self._facts = InMemoryFactStore()
         self.last_steps: list[Step] = []
         """The trajectory of the latest run, also after it raised."""
 
@@ -222,10 +224,10 @@ class Executor:
                 "this Executor is already running; runs on one instance must not overlap. "
                 "Create one Executor per concurrent run."
             )
-        self._running = True
+        _check_task_tools(task_tools)
         context = ctx or RunContext()
         if context.fact_store is None:
-            context = context.replace(fact_store=InMemoryFactStore())
+            context = context.replace(fact_store=self._facts)
         run = Run(
             copy.copy(self._settings),
             self._llm,
@@ -236,6 +238,7 @@ class Executor:
             self._response_groups,
         )
         restore_from_trajectory(run, run.all_steps)
+        self._running = True
         try:
             return await run_loop(run)
         except BaseException:
@@ -262,3 +265,13 @@ class Executor:
             RuntimeError: when called inside a running event loop; ``await run(...)`` there.
         """
         return run_sync(lambda: self.run(task_tools, cw, ctx), "executor.run")
+
+
+def _check_task_tools(task_tools: Sequence[ToolDescriptor]) -> None:
+    """Fail fast, with the fix, when ``task_tools`` are not tool descriptors."""
+    for d in task_tools:
+        if not isinstance(d, ToolDescriptor):
+            raise TypeError(
+                f"task_tools must be ToolDescriptor objects (use registry.list()), got "
+                f"{type(d).__name__}"
+            )

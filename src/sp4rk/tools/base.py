@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import enum
+import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
@@ -99,6 +101,32 @@ class ContentBackedReader(Protocol):
     def is_content_backed(self) -> bool:
         """Whether results should be cached by content rather than by the default heuristic."""
         ...
+
+
+async def guarded_execute(
+    name: str,
+    run: Callable[[], Awaitable[object]],
+    log: logging.Logger | logging.LoggerAdapter[Any],
+) -> ToolResult:
+    """Await ``run()`` (a tool execution); turn every failure into an error result.
+
+    ``ToolError`` becomes its message; any other exception becomes ``"Type: message"``
+    (logged with its traceback); a return value that is not a ``ToolResult`` is reported as
+    such. Cancellation, ``KeyboardInterrupt`` and ``SystemExit`` propagate.
+    """
+    try:
+        result = await run()
+    except ToolError as exc:
+        return ToolResult(str(exc), is_error=True)
+    except Exception as exc:
+        log.warning("tool %r raised %s: %s", name, type(exc).__name__, exc, exc_info=True)
+        return ToolResult(f"{type(exc).__name__}: {exc}", is_error=True)
+    if not isinstance(result, ToolResult):
+        return ToolResult(
+            f"tool {name!r} returned a {type(result).__name__} instead of a ToolResult",
+            is_error=True,
+        )
+    return result
 
 
 def parse_error_result(detail: str) -> ToolResult:

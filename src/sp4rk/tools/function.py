@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, ParamSpec, TypeVar, cast, get_type_hints, overload
 
@@ -33,6 +34,9 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 _EMPTY_INPUTS = ("", "null")
+_ANY: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(Any)
+#: What providers accept as a tool name.
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 class FunctionTool(Generic[P, R]):
@@ -53,9 +57,10 @@ class FunctionTool(Generic[P, R]):
             raise TypeError(f"@tool needs a function, got {type(fn).__name__}")
         self.fn = fn
         self.name: str = name or str(getattr(fn, "__name__", ""))
-        if not self.name or not self.name.replace("_", "a").replace("-", "a").isalnum():
+        if not _TOOL_NAME.fullmatch(self.name):
             raise ValueError(
-                f"tool name {self.name!r} must be non-empty letters, digits, '_' or '-'"
+                f"tool name {self.name!r} must be 1-64 ASCII letters, digits, '_' or '-' "
+                "(what every provider accepts)"
             )
         self.default_policy = policy
         self.is_untrusted = untrusted
@@ -254,7 +259,7 @@ def _to_result(value: Any, tool_name: str) -> ToolResult:
     if isinstance(value, str):
         return ToolResult(value)
     try:
-        return ToolResult(pydantic.TypeAdapter(Any).dump_json(value).decode())
+        return ToolResult(_ANY.dump_json(value).decode())
     except pydantic_core.PydanticSerializationError:
         return ToolResult(
             f"tool {tool_name!r} returned a {type(value).__name__}, which cannot be shown to the "

@@ -12,9 +12,9 @@ from sp4rk.tools.base import (
     ContentBackedReader,
     Tool,
     ToolDescriptor,
-    ToolError,
     ToolPolicy,
     ToolResult,
+    guarded_execute,
 )
 from sp4rk.tools.context import RunContext
 
@@ -149,19 +149,7 @@ class Registry:
                 f"Registry.set_policy({name!r}, ToolPolicy.ALWAYS_ALLOW).",
                 is_error=True,
             )
-        try:
-            result = await entry.tool.execute(ctx, input)
-        except ToolError as exc:
-            return ToolResult(str(exc), is_error=True)
-        except Exception as exc:
-            logger.warning("tool %r raised %s", name, type(exc).__name__, exc_info=True)
-            return ToolResult(f"{type(exc).__name__}: {exc}", is_error=True)
-        if not isinstance(result, ToolResult):
-            return ToolResult(
-                f"tool {name!r} returned a {type(result).__name__} instead of a ToolResult",
-                is_error=True,
-            )
-        return result
+        return await guarded_execute(name, lambda: entry.tool.execute(ctx, input), logger)
 
     def get_tool_source(self, name: str) -> str:
         """``"core"``, an MCP server name, or ``""`` when the tool is unknown."""

@@ -10,6 +10,7 @@ most ``max_bytes`` of content, dropping the least recently used entries beyond t
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import threading
@@ -96,6 +97,10 @@ class ToolResultCache:
             self._stores += 1
             existing = self._entries.get(full)
             if existing is not None and not existing.expired(now):
+                if file_path is not None:  # the same text read again: trust the fresh stat
+                    self._entries[full] = dataclasses.replace(
+                        existing, file_path=file_path, mtime=mtime, size=size
+                    )
                 self._entries.move_to_end(full)
                 return full
             if existing is not None:
@@ -104,7 +109,7 @@ class ToolResultCache:
             entry = CacheEntry(full, tool_name, content, now, file_path, mtime, size, ttl)
             self._entries[full] = entry
             self._by_prefix.setdefault(full[:MIN_PREFIX], set()).add(full)
-            self._bytes += len(content)
+            self._bytes += _size(content)
             if self._stores % SWEEP_EVERY == 0:
                 self._sweep(now)
             while self._bytes > self.max_bytes and len(self._entries) > 1:
@@ -129,9 +134,12 @@ class ToolResultCache:
             self._entries.move_to_end(full)
             return entry
 
-    def check_coherence(self, hash_or_prefix: str) -> bool:
-        """False when the entry is gone or its backing file changed since it was cached."""
-        return self.coherence_problem(hash_or_prefix) == ""
+    def check_coherence(self, hash: str) -> bool:
+        """False when the entry is gone or its backing file changed since it was cached.
+
+        ``hash`` may be the full hash or a unique prefix of at least 8 characters.
+        """
+        return self.coherence_problem(hash) == ""
 
     def coherence_problem(self, hash_or_prefix: str) -> str:
         """Why the entry can no longer be trusted, or ``""`` when it can."""
@@ -175,7 +183,7 @@ class ToolResultCache:
 
     def _remove(self, full: str) -> None:
         entry = self._entries.pop(full)
-        self._bytes -= len(entry.content)
+        self._bytes -= _size(entry.content)
         bucket = self._by_prefix.get(full[:MIN_PREFIX])
         if bucket is not None:
             bucket.discard(full)
@@ -185,3 +193,8 @@ class ToolResultCache:
     def _sweep(self, now: float) -> None:
         for full in [h for h, e in self._entries.items() if e.expired(now)]:
             self._remove(full)
+
+
+def _size(content: str) -> int:
+    """UTF-8 size of ``content`` (cheap for ASCII, the common case)."""
+    return len(content) if content.isascii() else len(content.encode("utf-8", "surrogatepass"))

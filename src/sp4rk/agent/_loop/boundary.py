@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from sp4rk._internal.aio import maybe_await
+from sp4rk._internal.aio import call_host
 from sp4rk._internal.text import has_visible_content
-from sp4rk.agent._loop import nudges
+from sp4rk.agent._loop import nudges, state
 from sp4rk.agent._loop.state import Run
 from sp4rk.agent.hitl import StepLimitResponse
 from sp4rk.agent.types import ExecutorResult, ExitReason
@@ -37,7 +37,15 @@ async def step_limit_reached(run: Run) -> ExecutorResult | None:
 async def pause_requested(run: Run) -> bool:
     """Whether the host's pause checker asks the run to stop at this boundary."""
     checker = run.s.pause_checker
-    return checker is not None and bool(await maybe_await(checker(run.ctx)))
+    if checker is None:
+        return False
+    try:
+        return bool(await call_host(checker, run.ctx, state.HOST_CALLBACK_TIMEOUT))
+    except TimeoutError:
+        run.log.warning(
+            "pause checker did not answer in %ss; not pausing", state.HOST_CALLBACK_TIMEOUT
+        )
+        return False
 
 
 async def deliver_live_message(run: Run) -> None:
@@ -45,7 +53,13 @@ async def deliver_live_message(run: Run) -> None:
     source = run.s.user_message_source
     if source is None:
         return
-    message = await maybe_await(source(run.ctx))
+    try:
+        message = await call_host(source, run.ctx, state.HOST_CALLBACK_TIMEOUT)
+    except TimeoutError:
+        run.log.warning(
+            "message source did not answer in %ss; no message", state.HOST_CALLBACK_TIMEOUT
+        )
+        return
     if not isinstance(message, str):
         raise TypeError(
             f"user_message_source must return a str ('' when empty), got {type(message).__name__}"

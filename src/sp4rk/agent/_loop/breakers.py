@@ -6,10 +6,12 @@ Each breaker tests ``threshold > 0 and count >= threshold``, the abort before th
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 
 from sp4rk.agent._loop import nudges
 from sp4rk.agent._loop.state import BreakerCounters, Run
 from sp4rk.agent.hitl import StepLimitResponse
+from sp4rk.agent.types import ExitReason
 
 #: Tools exempt from the fruitless and same-tool breakers: they legitimately return little.
 EXEMPT_TOOLS = frozenset(
@@ -26,6 +28,52 @@ EXEMPT_TOOLS = frozenset(
 )
 
 _WHITESPACE = " \t\r\n"
+
+
+@dataclass(frozen=True, slots=True)
+class Trip:
+    """What the loop says and reports when a breaker on executed calls trips."""
+
+    nudge: str
+    nudge_event: str
+    abort: str
+    abort_event: str
+    exit_reason: ExitReason
+    details: dict[str, object]
+
+
+def describe_trip(run: Run, breaker: str, tool: str) -> Trip:
+    """The nudge, abort text, diagnostics and exit reason of ``breaker`` at its count."""
+    c = run.counters
+    if breaker == "fruitless":
+        n = c.fruitless
+        return Trip(
+            nudges.fruitless_nudge(n),
+            "fruitless_nudge",
+            nudges.fruitless_abort(n),
+            "fruitless_abort",
+            ExitReason.FRUITLESS_ABORT,
+            {"consecutive": n},
+        )
+    if breaker == "same_tool":
+        n = c.same_count
+        return Trip(
+            nudges.same_tool_nudge(tool, n),
+            "same_tool_repeat_nudge",
+            nudges.same_tool_abort(tool, n),
+            "same_tool_repeat_abort",
+            ExitReason.SAME_TOOL_ABORT,
+            {"tool": tool, "consecutive": n},
+        )
+    n = c.parse_count
+    return Trip(
+        "",  # parse errors are noted in the observation, never a separate nudge
+        "parse_error_nudge",
+        nudges.parse_error_abort(tool, n),
+        "parse_error_abort",
+        ExitReason.PARSE_ERROR_ABORT,
+        {"tool": tool, "consecutive_parse_errors": n},
+    )
 
 
 class Verdict(enum.Enum):

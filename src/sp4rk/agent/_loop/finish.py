@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sp4rk._internal.aio import maybe_await
-from sp4rk.agent._loop import checklist, nudges
+from sp4rk._internal.aio import call_host
+from sp4rk.agent._loop import checklist, nudges, state
 from sp4rk.agent._loop.state import Flow, Run
 from sp4rk.agent._loop.steps import is_successful_mutation
 from sp4rk.agent._loop.verification import attach_note, verification_note
@@ -70,13 +70,25 @@ async def attempt_finish(
 
 
 async def _ask_guard(run: Run) -> str:
+    """The guard's reason to reject (``""`` accepts); a failure or a hang is a reason too."""
     assert run.s.finish_guard is not None
     try:
-        reason = await maybe_await(run.s.finish_guard(run.ctx))
+        reason = await call_host(run.s.finish_guard, run.ctx, state.HOST_CALLBACK_TIMEOUT)
+    except TimeoutError:
+        run.log.warning(
+            "finish guard did not answer in %ss; rejecting", state.HOST_CALLBACK_TIMEOUT
+        )
+        return f"the finish guard did not answer within {state.HOST_CALLBACK_TIMEOUT:g} seconds"
     except Exception as exc:
         run.log.warning("finish guard raised; treating it as a rejection", exc_info=True)
         return f"{type(exc).__name__}: {exc}"
-    return (reason or "").strip()
+    if reason is None:
+        return ""
+    if not isinstance(reason, str):
+        raise TypeError(
+            f"the finish guard must return a reason (str) or None, got {type(reason).__name__}"
+        )
+    return reason.strip()
 
 
 def _reject(

@@ -36,7 +36,11 @@ async def call_llm(run: Run) -> ChatResponse:
             run.diag("reactive_compaction_api_error", error=str(exc), attempt=compactions)
             result = await run.cw.compact()
             if result is None:
-                raise
+                raise ContextWindowExceededError(
+                    f"{exc} (the context manager had nothing to compact; give it a larger "
+                    "window or lower the tool output limits)",
+                    status_code=exc.status_code,
+                ) from exc
             run.emit(
                 "context_compaction",
                 result.before_percent,

@@ -21,6 +21,8 @@ PRINTED_TOOL_CALL = (
 # --- step budget -------------------------------------------------------------------------
 
 WRAP_UP_PATTERN = re.compile(r"^Only \d+ step\(s\) are left in the budget")
+GRANTED_PATTERN = re.compile(r"^The user granted (exactly one|\d+) more step")
+LIFTED_PREFIX = "The user lifted the step limit"
 
 
 def wrap_up(remaining: int, active: bool) -> str:
@@ -117,6 +119,7 @@ def parse_error_abort(tool: str, count: int) -> str:
     return f"Aborted: {tool} failed to parse input {count} times in a row."
 
 
+NOT_EXECUTED_PREFIX = "Not executed"
 TRUNCATED_CALL_OBSERVATION = (
     "Not executed: your response was cut off at the maximum output-token limit, so the "
     "arguments of this {tool} call are incomplete."
@@ -133,6 +136,12 @@ def truncation_abort(tool: str, count: int) -> str:
         f"Aborted: the output of {tool} calls was truncated {count} times in a row by the "
         "maximum output-token limit."
     )
+
+
+REPRIEVE_PATTERN = re.compile(
+    r"^The (?:user switched off the )?(repeat|truncation|parse error|fruitless|same tool) "
+    r"safeguard(?P<off> for this run)?"
+)
 
 
 def breaker_reprieve(breaker: str, always: bool, more: bool) -> str:
@@ -197,12 +206,16 @@ def checklist_batched(count: int) -> str:
     )
 
 
+PRE_WARNING_MARKER = "tool outputs will be pruned from your context soon"
+
+
 def pre_compaction_warning(fill: float, outputs: list[tuple[str, str]]) -> str:
     """The context is filling up; save findings from outputs about to be pruned."""
     lines = [f'- {tool}("{hint}")' if hint else f"- {tool}" for tool, hint in outputs]
     return (
-        f"[Context {int(fill)}% full. These tool outputs will be pruned from your context "
-        "soon:\n" + "\n".join(lines) + "\nSave key findings with store_fact now; afterwards "
+        f"[Context {int(fill)}% full. These {PRE_WARNING_MARKER}:\n"
+        + "\n".join(lines)
+        + "\nSave key findings with store_fact now; afterwards "
         "only search_facts or re-running the tool will recover them.]"
     )
 
@@ -239,7 +252,7 @@ def budget_notice(cap: int, total: int, short_hash: str, tool: str) -> str:
         hint = (
             f" The full output is cached. Hash: {short_hash}. Use "
             f'tool_result_read(hash="{short_hash}", start_line=N, num_lines=M) to read the '
-            "rest, or pass pattern= to search it."
+            "rest (line=N, char_offset=C for a very long line), or pass pattern= to search it."
         )
     return (
         f"\n\n[OUTPUT TRUNCATED: showing ~{cap} of ~{total} tokens ({percent:.0f}%).{hint} "

@@ -76,7 +76,7 @@ async def handle_truncated_response(run: Run, response: ChatResponse) -> Flow | 
     group = run.next_group()
     head, tokens = response_head(response), response_tokens(response)
     for idx, call in enumerate(calls):
-        run.emit("tool_call", run.step, idx, call.name, call.input, _source(run, call.name))
+        run.emit("tool_call", run.step, idx, call.name, call.input, run.source_of(call.name))
     first = calls[0].name
     verdict = check_truncation(run)
     count = run.counters.truncations
@@ -107,7 +107,3 @@ async def handle_truncated_response(run: Run, response: ChatResponse) -> Flow | 
         )
     run.commit()
     return Flow.INTERCEPTED
-
-
-def _source(run: Run, name: str) -> str:
-    return run.tools.get_tool_source(name) if name in run.task_tool_names else "core"

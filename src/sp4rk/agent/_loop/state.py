@@ -16,6 +16,7 @@ from sp4rk.agent._loop.steps import (
     is_successful_update,
 )
 from sp4rk.agent.config import CircuitBreakerConfig, ToolResultBudget
+from sp4rk.agent.debug import DumpCaller
 from sp4rk.agent.events import Events
 from sp4rk.agent.hitl import HITLHandler
 from sp4rk.agent.protocols import ContextManager, LLMCaller, ToolExecutor
@@ -34,6 +35,8 @@ PauseChecker = Callable[[RunContext], "bool | Awaitable[bool]"]
 MessageSource = Callable[[RunContext], "str | Awaitable[str]"]
 
 RESULT_READ_TOOL = "tool_result_read"
+#: Seconds an async host callback (finish guard, pause checker, message source) may take.
+HOST_CALLBACK_TIMEOUT = 60.0
 #: Internal meta-tools whose results are cached only when cut.
 DEFAULT_NON_CACHEABLE = frozenset(
     {
@@ -145,7 +148,8 @@ class Run:
         first_group: int,
     ) -> None:
         self.s = settings
-        self.llm = llm
+        # A dump writer on the context records this run's requests and responses.
+        self.llm: LLMCaller = llm if ctx.dump_writer is None else DumpCaller(llm, ctx.dump_writer)
         self.tools = tools
         self.cw = cw
         self.ctx = ctx
@@ -232,9 +236,9 @@ class Run:
         if is_successful_mutation(step):
             self.mutated = True
 
-    def steps_so_far(self) -> list[Step]:
-        """Committed plus pending steps."""
-        return self.all_steps + self.pending if self.pending else self.all_steps
+    def source_of(self, name: str) -> str:
+        """Where a tool comes from: its registry source, or ``"core"`` for the executor's own."""
+        return self.tools.get_tool_source(name) if name in self.task_tool_names else "core"
 
     def diag(self, event: str, **details: Any) -> None:
         """Fire ``executor_diagnostic`` and log it at DEBUG."""

@@ -2,8 +2,9 @@
 
 The pipeline: repeat check, approval, the tool, the breakers, result processing.
 
-A response's steps are committed to the trajectory together once the response is done, so a
-checkpoint never holds half a response.
+A response's steps are committed to the trajectory together once the response is done; if the
+run is cancelled mid-response, the calls that completed are kept (the rendered assistant turn
+lists only recorded calls, so the history stays valid).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from sp4rk._internal.text import valid_text
 from sp4rk.agent._loop import checklist, nudges
 from sp4rk.agent._loop.breakers import (
     Verdict,
@@ -22,6 +24,7 @@ from sp4rk.agent._loop.breakers import (
     check_parse_error,
     check_repeat,
     check_same_tool,
+    describe_trip,
     note_result,
     reprieve,
 )
@@ -32,7 +35,7 @@ from sp4rk.agent._loop.state import RESULT_READ_TOOL, Flow, Run
 from sp4rk.agent._loop.verification import flush_verification, note_call, verification_note
 from sp4rk.agent.types import ExecutorResult, ExitReason, Step
 from sp4rk.llm.types import ChatResponse, ToolCall
-from sp4rk.tools.base import PARSE_ERROR_PREFIX, ToolResult
+from sp4rk.tools.base import PARSE_ERROR_PREFIX, ToolResult, guarded_execute
 from sp4rk.tools.builtins.finish import FINISH_TOOL_NAME, parse_finish_answer
 
 
@@ -56,8 +59,10 @@ async def run_tool_calls(run: Run, response: ChatResponse) -> Flow | ExecutorRes
             outcome = await _finish_call(run, call, idx, head, r.tokens, r.group)
             if isinstance(outcome, ExecutorResult):
                 return outcome
-            if outcome is Flow.COMPLETED:
-                break  # a gate rejected the finish: the rest of the response is dropped
+            if isinstance(outcome, Flow):  # a gate or a breaker stopped it: drop the rest
+                if outcome is Flow.INTERCEPTED:
+                    flow = outcome
+                break
             idx += 1
             continue
         batch = _concurrent_batch(run, calls, idx)
@@ -183,7 +188,7 @@ async def _approve(
 ) -> _Approved | _Deferred | ExecutorResult:
     """Announce the call, check it is not a repeat, and ask the HITL handler."""
     name, raw = call.name, call.input
-    source = run.tools.get_tool_source(name) if name in run.task_tool_names else "core"
+    source = run.source_of(name)
     run.emit("tool_call", run.step, idx, _display_name(run, call), raw, source)
 
     key = call_key(name, raw)
@@ -209,7 +214,7 @@ async def _complete(
     """Run the breakers on a result, process it into an observation, and record the step."""
     name = a.call.name
     note_result(run.counters, a.key, result.is_error)
-    content, is_error = result.content, result.is_error
+    content, is_error = valid_text(result.content), result.is_error
     untrusted = (name == RESULT_READ_TOOL and run.own_result_reader) or run.tools.is_tool_untrusted(
         name
     )
@@ -266,20 +271,9 @@ async def _execute(run: Run, name: str, input: str, approved: bool) -> ToolResul
         available = ", ".join(sorted(run.offered))
         return ToolResult(f"tool not found: {name}. Available tools: {available}", is_error=True)
     ctx = run.tool_ctx.replace(tool_call_approved=True) if approved else run.tool_ctx
-    try:
-        if name == RESULT_READ_TOOL and run.own_result_reader:
-            result = await run.result_reader.execute(ctx, input)
-        else:
-            result = await run.tools.execute(ctx, name, input)
-    except Exception as exc:
-        run.log.warning("tool %r failed: %s: %s", name, type(exc).__name__, exc, exc_info=True)
-        return ToolResult(f"{type(exc).__name__}: {exc}", is_error=True)
-    if not isinstance(result, ToolResult):
-        return ToolResult(
-            f"tool {name!r} returned a {type(result).__name__} instead of a ToolResult",
-            is_error=True,
-        )
-    return result
+    if name == RESULT_READ_TOOL and run.own_result_reader:
+        return await guarded_execute(name, lambda: run.result_reader.execute(ctx, input), run.log)
+    return await guarded_execute(name, lambda: run.tools.execute(ctx, name, input), run.log)
 
 
 async def _repeat_intercept(
@@ -316,45 +310,18 @@ async def _breaker_trip(
 ) -> _Next | ExecutorResult:
     """A breaker tripped on an executed call: record the call, then nudge or abort."""
     assert step.action is not None
-    tool = step.action.name
-    c = run.counters
-    count = {"fruitless": c.fruitless, "same_tool": c.same_count, "parse_error": c.parse_count}[
-        breaker
-    ]
+    t = describe_trip(run, breaker, step.action.name)
     if verdict is Verdict.NUDGE:
-        if breaker == "fruitless":
-            step.user_nudge = nudges.fruitless_nudge(count)
-            run.diag("fruitless_nudge", consecutive=count)
-        else:
-            step.user_nudge = nudges.same_tool_nudge(tool, count)
-            run.diag("same_tool_repeat_nudge", tool=tool, consecutive=count)
+        step.user_nudge = t.nudge
+        run.diag(t.nudge_event, **t.details)
         run.record(step)
         return _Next.BREAK
-    abort_event, message, reason = {
-        "fruitless": ("fruitless_abort", nudges.fruitless_abort(count), ExitReason.FRUITLESS_ABORT),
-        "same_tool": (
-            "same_tool_repeat_abort",
-            nudges.same_tool_abort(tool, count),
-            ExitReason.SAME_TOOL_ABORT,
-        ),
-        "parse_error": (
-            "parse_error_abort",
-            nudges.parse_error_abort(tool, count),
-            ExitReason.PARSE_ERROR_ABORT,
-        ),
-    }[breaker]
-    details: dict[str, Any] = {"consecutive": count}
-    if breaker == "parse_error":
-        details = {"tool": tool, "consecutive_parse_errors": count}
-    elif breaker == "same_tool":
-        details["tool"] = tool
-    run.diag(abort_event, **details)
+    run.diag(t.abort_event, **t.details)
     nudge = await reprieve(run, breaker)
-    if nudge is not None:
-        step.user_nudge = nudge
+    step.user_nudge = nudge or ""
     run.record(step)
     if nudge is None:
-        return await _end(run, message, reason)
+        return await _end(run, t.abort, t.exit_reason)
     return _Next.BREAK
 
 
@@ -371,7 +338,7 @@ async def _parse_abort(
     outcome = await _breaker_trip(run, step, "parse_error", Verdict.ABORT)
     if isinstance(outcome, ExecutorResult):
         return outcome
-    return Flow.COMPLETED
+    return Flow.INTERCEPTED
 
 
 async def _end(run: Run, output: str, reason: ExitReason) -> ExecutorResult:

@@ -35,8 +35,9 @@ async def verification_note(run: Run) -> str:
         result = EditVerifyResult(
             error=TypeError(f"the verify runner returned {type(result).__name__}")
         )
-    run.diag("verify_on_edit", exit_code=result.exit_code, timed_out=result.timed_out)
-    return format_verify_note(result, run.s.verify_max_chars)
+    note = format_verify_note(result, run.s.verify_max_chars)
+    run.diag("verify_on_edit", exit_code=result.exit_code, timed_out=result.timed_out, note=note)
+    return note
 
 
 async def flush_verification(run: Run) -> None:
@@ -47,10 +48,14 @@ async def flush_verification(run: Run) -> None:
 
 
 def attach_note(run: Run, note: str) -> None:
-    """Append ``note`` to the observation of the current response's last tool step."""
+    """Append ``note`` to the observation of the response's last successful edit.
+
+    Used when the call that would have carried it never ran (a breaker or a finish ended
+    the response early); the ``verify_on_edit`` diagnostic carries the note for events.
+    """
     for i in range(len(run.pending) - 1, -1, -1):
         step = run.pending[i]
-        if step.action is not None:
+        if step.tool_name in EDIT_TOOLS and not step.is_error:
             joined = f"{step.observation}\n\n{note}" if step.observation else note
             run.pending[i] = dataclasses.replace(step, observation=joined)
             return

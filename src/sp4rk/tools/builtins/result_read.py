@@ -14,6 +14,10 @@ DEFAULT_PAGE_LINES = 500
 MAX_PATTERN_MATCHES = 200
 #: Longest line shown by a pattern search, in characters.
 MAX_MATCH_LINE_CHARS = 500
+#: Longest line shown whole in a page of lines; longer ones are read with ``line=``.
+MAX_PAGE_LINE_CHARS = 2000
+#: Characters of one line returned per ``line=`` call; ``char_offset`` pages through the rest.
+LINE_CHUNK_CHARS = 20_000
 
 
 @tool(name="tool_result_read", untrusted=True, read_only=True)
@@ -23,6 +27,7 @@ def tool_result_read(
     start_line: int = 1,
     num_lines: int = DEFAULT_PAGE_LINES,
     line: int = 0,
+    char_offset: int = 0,
     pattern: str = "",
 ) -> str:
     """Read the full result of an earlier tool call that was cut, by the hash the cut named.
@@ -34,7 +39,8 @@ def tool_result_read(
         hash: the cache hash from the truncation notice (any unique prefix of 8+ characters).
         start_line: first line to return, 1-based.
         num_lines: how many lines to return (capped per tool, usually 500).
-        line: return only this one line, in full (overrides the range).
+        line: return only this one line (overrides the range), up to 20 000 characters.
+        char_offset: with ``line``, where in the line to start (to page through long lines).
         pattern: a regular expression; return the matching lines with their numbers instead.
     """
     cache = ctx.tool_result_cache
@@ -65,17 +71,17 @@ def tool_result_read(
                 f"[Line {line} is past end of cached {tool_name} result ({total} lines) "
                 f"| hash: {hash}]"
             )
-        header = f"[Line {line} of {total} from cached {tool_name} result | hash: {hash}]"
-        return f"{header}\n{lines[line - 1]}"
+        return _line_chunk(lines[line - 1], line, total, max(char_offset, 0), tool_name, hash)
     limits = ctx.per_tool_truncation or {}
     limit = limits[tool_name].max_lines if tool_name in limits else 0
     cap = limit if limit > 0 else DEFAULT_PAGE_LINES
     num = min(num_lines if num_lines > 0 else DEFAULT_PAGE_LINES, cap)
     start = min(max(start_line, 1), total)
     end = min(start + num - 1, total)
+    shown = (_capped_line(text, n, hash) for n, text in enumerate(lines[start - 1 : end], start))
     text = (
         f"[Lines {start}-{end} of {total} from cached {tool_name} result | hash: {hash}]\n"
-        + "\n".join(lines[start - 1 : end])
+        + "\n".join(shown)
     )
     if end < total:
         text += (
@@ -83,6 +89,32 @@ def tool_result_read(
             "to continue reading]"
         )
     return text
+
+
+def _capped_line(text: str, number: int, hash: str) -> str:
+    """A line of a page, cut (with directions to the rest) when it is very long."""
+    if len(text) <= MAX_PAGE_LINE_CHARS:
+        return text
+    rest = len(text) - MAX_PAGE_LINE_CHARS
+    return (
+        f"{text[:MAX_PAGE_LINE_CHARS]}[... {rest} more chars: tool_result_read("
+        f'hash="{hash}", line={number}, char_offset={MAX_PAGE_LINE_CHARS})]'
+    )
+
+
+def _line_chunk(text: str, number: int, total: int, offset: int, tool: str, hash: str) -> str:
+    """Up to ``LINE_CHUNK_CHARS`` characters of one line, from ``offset``."""
+    end = min(offset + LINE_CHUNK_CHARS, len(text))
+    where = f"Line {number} of {total}"
+    if len(text) > LINE_CHUNK_CHARS or offset:
+        where += f", characters {min(offset, len(text))}-{end} of {len(text)}"
+    out = f"[{where} from cached {tool} result | hash: {hash}]\n{text[offset:end]}"
+    if end < len(text):
+        out += (
+            f'\n\n[Use tool_result_read(hash="{hash}", line={number}, char_offset={end}) '
+            "to continue this line]"
+        )
+    return out
 
 
 def _search(lines: list[str], pattern: str, tool_name: str, hash: str) -> str:
