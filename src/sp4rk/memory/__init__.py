@@ -4,6 +4,7 @@
   incremental token accounting, fill states, pruning and compaction with graceful fallbacks.
 - Compaction strategies (``CompactionStrategy``): :class:`ObservationMaskingStrategy`,
   :class:`SlidingWindowStrategy`, :class:`SummarizationStrategy`, :class:`HierarchicalStrategy`.
+  The window shows a strategy only the newest steps that could fit, as a :class:`StepRange`.
 - :func:`validate_history` checks that a message list is valid for every provider.
 """
 
@@ -11,6 +12,7 @@ from sp4rk.memory.compaction import (
     HierarchicalStrategy,
     ObservationMaskingStrategy,
     SlidingWindowStrategy,
+    StepRange,
     SummarizationStrategy,
     Summarizer,
 )
@@ -25,6 +27,7 @@ __all__ = [
     "InvalidHistoryError",
     "ObservationMaskingStrategy",
     "SlidingWindowStrategy",
+    "StepRange",
     "SummarizationStrategy",
     "Summarizer",
     "history_problems",

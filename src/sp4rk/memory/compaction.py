@@ -12,10 +12,12 @@ boundary when a group straddles them.
 - :class:`HierarchicalStrategy` summarises distant steps coarsely, middle ones finely, and keeps
   recent ones verbatim.
 
-Summaries are memoised by block text, so re-compacting a longer history (which always starts
-from the raw steps) only summarises the blocks that are new. A block whose summary fails or
-comes back empty is shown masked instead, and after one failure the rest of that compaction
-does not call the summarizer again.
+Summaries are memoised by block text, so re-compacting a longer history only summarises the
+blocks that are new. Blocks end at the first unit boundary past each multiple of the block size,
+counted in the whole run (``first_index``), so they stay the same when a ``ContextWindow`` hands a
+strategy only the newest steps (:class:`StepRange`) and that range starts later each time. A block
+whose summary fails or comes back empty is shown masked instead, and after one failure the rest
+of that compaction does not call the summarizer again.
 """
 
 from __future__ import annotations
@@ -84,6 +86,26 @@ def masked_observation(step: Step) -> str | None:
     stand_in = eviction_reference(step.cache_hash, len(text)) if step.cache_hash else None
     stand_in = stand_in or PRUNED_PLACEHOLDER
     return stand_in if len(stand_in) < len(text) else None
+
+
+class StepRange(list[Step]):
+    """The newest steps of a run, as ``ContextWindow`` hands them to a strategy.
+
+    A plain list of steps, plus ``first_index``: the position of its first step in the run (the
+    older ones could not fit the window and are replaced by a note). Strategies that number
+    steps add it; any other sequence counts as starting at 0 (:func:`first_index`).
+    """
+
+    __slots__ = ("first_index",)
+
+    def __init__(self, steps: Sequence[Step] = (), first_index: int = 0) -> None:
+        super().__init__(steps)
+        self.first_index = first_index
+
+
+def first_index(steps: Sequence[Step]) -> int:
+    """Position of ``steps[0]`` in the run: ``StepRange.first_index``, else 0."""
+    return steps.first_index if isinstance(steps, StepRange) else 0
 
 
 def _mask(_: int, step: Step) -> str:
@@ -168,14 +190,30 @@ def _unit_end(steps: Sequence[Step], index: int) -> int:
     return index
 
 
-def _blocks(steps: Sequence[Step], start: int, end: int, size: int) -> list[tuple[int, int]]:
-    """``steps[start:end]`` cut into blocks of about ``size`` steps, on unit boundaries."""
+def _blocks(
+    steps: Sequence[Step], start: int, end: int, size: int, offset: int = 0
+) -> list[tuple[int, int]]:
+    """``steps[start:end]`` cut into blocks of about ``size`` steps, on unit boundaries.
+
+    A block ends at the first unit boundary at or past a multiple of ``size`` (counting from the
+    start of the run: ``offset`` is the range's position in it), unless that leaves it at most
+    half a block long. So a run's blocks do not depend on where the range handed to the
+    strategy starts, and without groups they end exactly on multiples of ``size``.
+    """
+
+    def line_after(index: int) -> int:
+        return ((index + offset) // size + 1) * size - offset
+
     blocks: list[tuple[int, int]] = []
     block_start = start
+    line = line_after(start)
     for _, b in step_units(steps, start, end):
-        if b - block_start >= size:
+        if b < line:
+            continue
+        if 2 * (b - block_start) > size:
             blocks.append((block_start, b))
             block_start = b
+        line = line_after(b)
     if block_start < end:
         blocks.append((block_start, end))
     return blocks
@@ -331,12 +369,13 @@ class SummarizationStrategy:
 
     async def compact(self, steps: Sequence[Step], budget_tokens: int) -> list[Message]:
         """Block summaries of the older steps, then the last ``keep_last`` verbatim."""
+        offset = first_index(steps)
         steps = unique_call_ids(steps)
         n = len(steps)
         if n <= self.keep_last:
             return render_range(steps, 0, n)
         cut = unit_start(steps, n - self.keep_last) if self.keep_last else n
-        blocks = [(a, b, "") for a, b in _blocks(steps, 0, cut, self.block_size)]
+        blocks = [(a, b, "") for a, b in _blocks(steps, 0, cut, self.block_size, offset)]
 
         def text_of(a: int, b: int, _: str) -> str:
             return "\n".join(_step_lines(steps, a, b, self.observation_truncate))
@@ -346,7 +385,7 @@ class SummarizationStrategy:
             steps,
             blocks,
             text_of,
-            label=lambda a, b, _: f"[Summary of steps {a + 1}-{b}]",
+            label=lambda a, b, _: f"[Summary of steps {offset + a + 1}-{offset + b}]",
             placeholder=lambda a, b, _: f"[... {b - a} steps summarized ...]",
         )
         return [*summaries, *render_range(steps, cut, n)]
@@ -408,6 +447,7 @@ class HierarchicalStrategy:
 
     async def compact(self, steps: Sequence[Step], budget_tokens: int) -> list[Message]:
         """Distant and middle block summaries, then the recent steps verbatim."""
+        offset = first_index(steps)
         steps = unique_call_ids(steps)
         n = len(steps)
         if n <= 5:
@@ -415,8 +455,9 @@ class HierarchicalStrategy:
         d, m = self.zones(n)
         m = unit_start(steps, m)
         d = min(unit_start(steps, d), m)
-        blocks = [(a, b, "distant") for a, b in _blocks(steps, 0, d, _ZONE_BLOCKS["distant"])]
-        blocks += [(a, b, "middle") for a, b in _blocks(steps, d, m, _ZONE_BLOCKS["middle"])]
+        distant = _blocks(steps, 0, d, _ZONE_BLOCKS["distant"], offset)
+        middle = _blocks(steps, d, m, _ZONE_BLOCKS["middle"], offset)
+        blocks = [(a, b, "distant") for a, b in distant] + [(a, b, "middle") for a, b in middle]
 
         def text_of(a: int, b: int, zone: str) -> str:
             limit = self.observation_truncate
@@ -430,7 +471,9 @@ class HierarchicalStrategy:
             steps,
             blocks,
             text_of,
-            label=lambda a, b, zone: f"[Summary of steps {a + 1}-{b} ({zone} zone)]",
+            label=lambda a, b, zone: (
+                f"[Summary of steps {offset + a + 1}-{offset + b} ({zone} zone)]"
+            ),
             placeholder=lambda a, b, zone: f"[{zone} zone: {b - a} steps summarized]",
         )
         return [*summaries, *render_range(steps, m, n)]

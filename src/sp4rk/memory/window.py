@@ -2,8 +2,10 @@
 
 Everything is incremental. ``add_step`` renders only the new step (or re-renders the response
 group it joins) and counts only its messages; ``build_prompt`` copies the message list and
-prunes at most the outputs that just fell out of the protected tail. A compaction re-renders the
-raw steps once.
+prunes at most the outputs that just fell out of the protected tail. A compaction costs what can
+end up in the prompt, never the whole run: without a strategy it rewrites the current prompt
+(masking and fitting only what is new since the last compaction, dropping what cannot fit), and
+a strategy is only shown the newest steps that could still fit the window.
 
 Token accounting: ``used = local + offset``. ``local`` is the counter's estimate of the prompt,
 kept up to date message by message; ``offset`` is how far the provider's count of the last
@@ -14,7 +16,8 @@ therefore makes ``used`` exact, and the offset carries over to later prompts and
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from bisect import bisect_left
+from collections.abc import Iterator, Mapping, Sequence
 
 from sp4rk._internal.text import INVISIBLE, has_visible_content
 from sp4rk.agent.protocols import CompactionStrategy
@@ -22,10 +25,10 @@ from sp4rk.agent.types import CompactionResult, FillCheck, Step, VulnerableOutpu
 from sp4rk.llm.errors import ContextWindowExceededError
 from sp4rk.llm.tokens import SimpleTokenCounter, TokenCounter
 from sp4rk.llm.types import ContentBlock, Message
-from sp4rk.memory.compaction import ObservationMaskingStrategy, masked_observation
-from sp4rk.memory.fit import fit_history
+from sp4rk.memory.compaction import StepRange, masked_observation
+from sp4rk.memory.fit import OMITTED_NOTE, Sized, last_turn_start, shrink, smallest_tokens
 from sp4rk.memory.hints import input_hint
-from sp4rk.memory.render import CallIds, ensure_wrapped, render_unit, tool_message
+from sp4rk.memory.render import CallIds, ensure_wrapped, render_unit, tool_message, unit_start
 from sp4rk.memory.validate import history_problems
 
 logger = logging.getLogger("sp4rk.memory")
@@ -44,6 +47,9 @@ FIT_TARGET_RATIO = 0.5
 #: A provider count below this share of the local estimate is not trusted (cache-read tokens
 #: reported apart from input tokens would otherwise make the window look empty).
 MIN_CORRECTION_RATIO = 0.5
+#: The first step shown to a strategy is rounded down to a multiple of this (then to the start
+#: of its response group), so it moves in jumps and summaries of blocks stay memoised.
+HORIZON_QUANTUM = 240
 
 
 class ContextWindow:
@@ -56,10 +62,12 @@ class ContextWindow:
         system_prompt: system text; ``CACHE_BREAK`` splits it into several system messages.
         task: the user's task (text or content blocks), the first user message. It is never
             compacted.
-        strategy: how ``compact`` compresses the history. ``None`` uses observation masking.
-            Whatever the strategy, ``compact`` falls back to masking when it fails or returns
-            an invalid history, and shrinks further (cutting, then dropping the oldest turns)
-            when the result is still too large.
+        strategy: how ``compact`` compresses the history. ``None`` masks old tool results in
+            the current prompt. A strategy is shown the newest steps that could still fit
+            (a ``StepRange``; older ones become a note). Whatever the strategy, ``compact``
+            falls back to masking when it fails or returns an invalid history, and shrinks
+            further (cutting, then dropping the oldest turns) when the result is still too
+            large.
         keep_last_n: tool outputs always shown in full once pruning starts (0 = never prune).
         prune_threshold_percent: fill at which older tool outputs are pruned from the prompt
             (replaced by a cache reference when cached, else a placeholder). Pruning is sticky:
@@ -114,6 +122,8 @@ class ContextWindow:
         self._steps: list[Step] = []  # ids normalised (unique, non-empty)
         self._ids = CallIds()
         self._step_by_call: dict[str, int] = {}
+        self._by_call = _StepsByCall(self._step_by_call, self._steps)
+        self._floors: dict[int, tuple[int, int]] = {}  # unit start -> (end, smallest tokens)
         self._compacted_through = 0  # steps before this index are in the compacted prefix
         self._set_messages([])
         self._offset = 0
@@ -122,15 +132,33 @@ class ContextWindow:
         for step in steps:
             self.add_step(step)
 
-    def _set_messages(self, messages: list[Message]) -> None:
-        """Start the rendered history over from ``messages`` (a compacted prefix, or nothing)."""
+    def _set_messages(
+        self,
+        messages: list[Message],
+        tokens: list[int] | None = None,
+        *,
+        scan_from: int = 0,
+        settled: int = 0,
+    ) -> None:
+        """Start the rendered history over from ``messages`` (a compacted prefix, or nothing).
+
+        Args:
+            messages: the new history.
+            tokens: the count of each message, when known.
+            scan_from: no tool result before this index can still be pruned.
+            settled: the messages before this index are already as small as a fit makes them.
+        """
         self._messages = messages  # compacted prefix, then the steps rendered since
-        self._message_tokens = [self.counter.count_messages([m]) for m in messages]
-        self._history_tokens = sum(self._message_tokens)
+        if tokens is None:
+            tokens = [self.counter.count_messages([m]) for m in messages]
+        self._message_tokens = tokens
+        self._history_tokens = sum(tokens)
+        self._settled = settled
         # (message index, step index) of every tool message that can still be pruned, so
         # pruning reaches results a compaction kept in full as well.
-        self._tool_messages = []
-        for i, m in enumerate(messages):
+        self._tool_messages: list[tuple[int, int]] = []
+        for i in range(scan_from, len(messages)):
+            m = messages[i]
             index = self._step_by_call.get(m.tool_call_id, -1) if m.role == "tool" else -1
             if index >= 0:
                 masked = _masked_message(self._steps[index])
@@ -177,6 +205,7 @@ class ContextWindow:
             self._history_tokens += tokens
 
     def _truncate(self, start: int) -> None:
+        self._settled = min(self._settled, start)
         self._history_tokens -= sum(self._message_tokens[start:])
         del self._messages[start:]
         del self._message_tokens[start:]
@@ -281,22 +310,25 @@ class ContextWindow:
 
     # --- pruning --------------------------------------------------------------------------
 
-    def _prunable(self) -> range:
+    def _prunable(self, keep: int | None = None) -> range:
         """Entries of ``_tool_messages`` not yet pruned and outside the protected tail.
 
-        Protected are the last ``keep_last_n`` tool results and every step of their response
-        groups (groups are consecutive, so only the oldest protected group can reach back).
+        Protected are the last ``keep`` (default ``keep_last_n``) tool results and every step
+        of their response groups (groups are consecutive, so only the oldest protected group
+        can reach back). The range starts at the first entry not yet pruned, even when empty.
         """
+        keep = self.keep_last_n if keep is None else keep
         tms = self._tool_messages
-        boundary = len(tms) - self.keep_last_n
-        if self.keep_last_n <= 0 or boundary <= self._prune_next:
-            return range(0)
+        start = self._prune_next
+        boundary = len(tms) - keep
+        if keep <= 0 or boundary <= start:
+            return range(start, start)
         guard = self._steps[tms[boundary][1]].response_group if boundary < len(tms) else 0
-        while guard and boundary > self._prune_next:
+        while guard and boundary > start:
             if self._steps[tms[boundary - 1][1]].response_group != guard:
                 break
             boundary -= 1
-        return range(self._prune_next, boundary)
+        return range(start, boundary)
 
     def _prune(self) -> None:
         if self.keep_last_n <= 0:
@@ -340,13 +372,17 @@ class ContextWindow:
     async def compact(self) -> CompactionResult | None:
         """Replace the history by a compacted prefix that fits; ``None`` with no steps to compact.
 
-        Compaction always starts from the raw steps. The strategy's output is used when it is
-        valid and leaves the fill at most 70 % of the compact threshold (and, when compacting
-        again with no step in between — the provider still overflowed — at most half the
-        previous size). Otherwise the history degrades toward half the threshold: masking
-        instead of a failed or invalid strategy, then cutting and dropping the oldest turns
-        (:func:`~sp4rk.memory.fit.fit_history`). Results the prefix keeps in full stay
-        subject to pruning, like any other.
+        Without a strategy (or when it fails or returns an invalid history) the current prompt
+        is compacted: old tool results masked, turns that cannot fit dropped. A strategy is
+        shown the newest steps that could fit the window even with their results masked
+        (a :class:`~sp4rk.memory.compaction.StepRange`); older ones become a note. Its output
+        is used when it leaves the fill at most 70 % of the compact threshold (and, when
+        compacting again with no step in between — the provider still overflowed — at most
+        half the previous size). Otherwise the history degrades toward half the threshold:
+        cutting, then dropping the oldest turns (:func:`~sp4rk.memory.fit.fit_history`).
+        Results the prefix keeps in full stay subject to pruning, like any other.
+
+        The cost is bounded by what can end up in the prompt, not by the length of the run.
 
         Raises:
             ContextWindowExceededError: when even the minimal prompt (system prompt, task, a
@@ -358,15 +394,15 @@ class ContextWindow:
             return None
         before = self.fill_percent()
         accept, goal = self._targets()
-        steps_by_call = {call: self._steps[i] for call, i in self._step_by_call.items()}
-        prefix = self._wrapped(await self._strategy_prefix(goal - fixed), steps_by_call)
-        tokens = self.counter.count_messages(prefix)
-        if fixed + tokens > accept:
-            prefix = fit_history(prefix, goal - fixed, self.counter, steps_by_call)
-            prefix = self._wrapped(prefix, steps_by_call)
-            tokens = self.counter.count_messages(prefix)
-        self._check_fits(fixed + tokens)
-        self._install(prefix)
+        prefix = None
+        if self.strategy is not None:
+            prefix = await self._strategy_prefix(self.strategy, goal - fixed)
+        if prefix is None:
+            self._compact_prompt(fixed, accept, goal)
+        else:
+            self._compact_to(prefix, fixed, accept, goal)
+        self._compacted_through = len(self._steps)
+        self._compactions_in_a_row += 1
         return CompactionResult(before, self.fill_percent())
 
     def _check_fits(self, used: int) -> None:
@@ -391,37 +427,125 @@ class ContextWindow:
             accept, goal = min(accept, progress), min(goal, progress)
         return accept, goal
 
-    async def _strategy_prefix(self, budget: int) -> list[Message]:
-        """The strategy's compaction of the raw steps, or masking when it fails."""
-        steps = list(self._steps)
-        strategy = self.strategy
-        if strategy is not None:
-            try:
-                prefix = await strategy.compact(steps, max(0, budget))
-            except Exception:
-                logger.warning(
-                    "compaction strategy %s failed; masking old tool results instead",
-                    type(strategy).__name__,
-                    exc_info=True,
-                )
-            else:
-                problems = _prefix_problems(prefix)
-                if not problems:
-                    return prefix
-                logger.warning(
-                    "compaction strategy %s returned an invalid history; masking old tool "
-                    "results instead. Problems: %s",
-                    type(strategy).__name__,
-                    "; ".join(problems[:5]),
-                )
-        keep = self.keep_last_n or FALLBACK_KEEP_LAST
-        return await ObservationMaskingStrategy(keep).compact(steps, budget)
+    # The prompt, compacted in place (no strategy, or its fallback) ------------------------
 
-    def _wrapped(self, prefix: list[Message], steps_by_call: dict[str, Step]) -> list[Message]:
+    def _compact_prompt(self, fixed: int, accept: int, goal: int) -> None:
+        """Mask old results in the current prompt and, if that is not enough, fit it to ``goal``.
+
+        The same as masking every step and fitting the result, without the cost: turns that a
+        fit would drop are cut first, messages a previous fit shrank are not looked at again,
+        and results are masked from where pruning stopped.
+        """
+        old = self._messages
+        sized = Sized(old, self.counter, self._message_tokens)
+        cut = self._prompt_horizon(sized, accept - fixed)
+        sized.cut_front(cut)
+        removed = len(old) - len(sized.messages)
+        tms = self._tool_messages
+        masking = self._prunable(self.keep_last_n or FALLBACK_KEEP_LAST)
+        for k in range(max(masking.start, bisect_left(tms, (cut, -1))), masking.stop):
+            msg_index, step_index = tms[k]
+            masked = _masked_message(self._steps[step_index])
+            if masked is not None:
+                sized.put(msg_index - removed, masked)
+        settled = max(0, self._settled - removed)
+        if fixed + sized.total > accept:
+            settled = shrink(sized, goal - fixed, self._by_call, settled)
+        self._check_fits(fixed + sized.total)
+        # Every result before the protected tail is masked now; only the tail can be pruned.
+        protected = tms[masking.stop][0] if masking.stop < len(tms) else len(old)
+        scan_from = max(0, protected - (len(old) - len(sized.messages)))
+        self._set_messages(sized.messages, sized.tokens, scan_from=scan_from, settled=settled)
+
+    def _prompt_horizon(self, sized: Sized, budget: int) -> int:
+        """Index of the oldest turn of the prompt that a fit to ``budget`` could keep (or 0).
+
+        Walks back from the last turn adding what each message takes at its smallest; once the
+        turns behind a point take more than ``budget`` even so, the prompt cannot be kept as it
+        is, and a fit would drop every turn before that point.
+        """
+        messages, tokens = sized.messages, sized.tokens
+        i = last_turn_start(messages)
+        total = 0
+        while i > self._settled:
+            i -= 1
+            total += smallest_tokens(messages[i], tokens[i], self.counter, self._by_call)
+            if total > budget and messages[i].role != "tool":
+                return i
+        if total + sum(tokens[:i]) <= budget:
+            return 0
+        while i > 0:  # already as small as it gets
+            i -= 1
+            total += tokens[i]
+            if total > budget and messages[i].role != "tool":
+                return i
+        return 0
+
+    # A strategy's compaction of the newest steps -----------------------------------------
+
+    async def _strategy_prefix(
+        self, strategy: CompactionStrategy, budget: int
+    ) -> list[Message] | None:
+        """``strategy``'s compaction of the steps that could fit, or ``None`` when it failed."""
+        start = self._horizon()
+        try:
+            prefix = await strategy.compact(StepRange(self._steps[start:], start), max(0, budget))
+        except Exception:
+            logger.warning(
+                "compaction strategy %s failed; masking old tool results instead",
+                type(strategy).__name__,
+                exc_info=True,
+            )
+            return None
+        problems = _prefix_problems(prefix)
+        if problems:
+            logger.warning(
+                "compaction strategy %s returned an invalid history; masking old tool "
+                "results instead. Problems: %s",
+                type(strategy).__name__,
+                "; ".join(problems[:5]),
+            )
+            return None
+        if start:
+            prefix = [Message("system", OMITTED_NOTE), *prefix]
+        return self._wrapped(prefix)
+
+    def _horizon(self) -> int:
+        """First step shown to a strategy: the older ones cannot fit the window.
+
+        Walks back from the newest response, adding what each unit takes at its smallest
+        (results masked, as a fit leaves them); the steps behind the point where that exceeds
+        the usable window are all a prompt could ever show of the run.
+        """
+        steps, budget = self._steps, self.effective_max()
+        i = unit_start(steps, len(steps) - 1)  # the newest unit is always shown
+        total = 0
+        while i > 0:
+            start = unit_start(steps, i - 1)
+            total += self._floor(start, i)
+            if total > budget:
+                return unit_start(steps, start // HORIZON_QUANTUM * HORIZON_QUANTUM)
+            i = start
+        return 0
+
+    def _floor(self, start: int, end: int) -> int:
+        """Tokens the unit ``steps[start:end]`` takes at its smallest (computed once)."""
+        cached = self._floors.get(start)
+        if cached is not None and cached[0] == end:
+            return cached[1]
+        count = self.counter.count_messages
+        tokens = sum(
+            smallest_tokens(m, count([m]), self.counter, self._by_call)
+            for m in render_unit(self._steps, start, end, observe=_masked_text)
+        )
+        self._floors[start] = (end, tokens)
+        return tokens
+
+    def _wrapped(self, prefix: list[Message]) -> list[Message]:
         """``prefix`` with every untrusted step's tool result inside its boundary (once)."""
         out = []
         for m in prefix:
-            step = steps_by_call.get(m.tool_call_id) if m.role == "tool" else None
+            step = self._by_call.get(m.tool_call_id) if m.role == "tool" else None
             if step is not None and step.is_untrusted and step.action is not None:
                 wrapped = ensure_wrapped(m.content, step.action.name)
                 if wrapped != m.content:
@@ -429,13 +553,38 @@ class ContextWindow:
             out.append(m)
         return out
 
-    def _install(self, prefix: list[Message]) -> None:
-        for m in prefix:
+    def _compact_to(self, prefix: list[Message], fixed: int, accept: int, goal: int) -> None:
+        """Install ``prefix``, fitted to ``goal`` first when it leaves more than ``accept``."""
+        sized = Sized(prefix, self.counter)
+        settled = 0
+        if fixed + sized.total > accept:
+            settled = shrink(sized, goal - fixed, self._by_call)
+        self._check_fits(fixed + sized.total)
+        for m in sized.messages:
             for call in m.tool_calls:
                 self._ids.reserve(call.id)
-        self._compacted_through = len(self._steps)
-        self._set_messages(prefix)
-        self._compactions_in_a_row += 1
+        self._set_messages(sized.messages, sized.tokens, settled=settled)
+
+
+class _StepsByCall(Mapping[str, Step]):
+    """The step behind each tool call id, read through the window's index (nothing copied)."""
+
+    def __init__(self, index: dict[str, int], steps: list[Step]) -> None:
+        self._index = index
+        self._steps = steps
+
+    def __getitem__(self, call_id: str) -> Step:
+        return self._steps[self._index[call_id]]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+
+def _masked_text(_: int, step: Step) -> str:
+    return masked_observation(step) or step.observation
 
 
 def _masked_message(step: Step) -> Message | None:
