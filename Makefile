@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 # general-protection fault on these CPUs, so pin the instruction sets.
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 
-.PHONY: install test lint format typecheck pytest demo clean
+.PHONY: install test lint format typecheck pytest demo bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,5 +40,18 @@ test: lint typecheck pytest
 demo: $(STAMP)
 	$(BIN)/python examples/01_coding_agent.py
 
+BENCH_VENV  := bench/.venv
+BENCH_STAMP := $(BENCH_VENV)/.installed
+
+$(BENCH_STAMP): pyproject.toml bench/requirements.txt
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(BENCH_VENV)/bin/python -m pip install --quiet -e . -r bench/requirements.txt
+	touch $(BENCH_STAMP)
+
+## bench: executor overhead next to the Python peers (own virtualenv; see bench/README.md)
+bench: $(BENCH_STAMP)
+	$(BENCH_VENV)/bin/python bench/run.py
+
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(BENCH_VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -14,7 +14,6 @@ the request. Both record every request in ``.requests`` so tests can assert on p
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeAlias
@@ -87,8 +86,20 @@ class _RecordingLLM:
     def _record(self, request: ChatRequest) -> None:
         # Copy the lists (cheap) so later appends by the caller do not rewrite history;
         # messages themselves are treated as immutable once sent.
+        r = request
         self.requests.append(
-            dataclasses.replace(request, messages=list(request.messages), tools=list(request.tools))
+            ChatRequest(
+                model=r.model,
+                messages=list(r.messages),
+                tools=list(r.tools),
+                max_tokens=r.max_tokens,
+                call_purpose=r.call_purpose,
+                temperature=r.temperature,
+                top_p=r.top_p,
+                top_k=r.top_k,
+                presence_penalty=r.presence_penalty,
+                reasoning_effort=r.reasoning_effort,
+            )
         )
 
 

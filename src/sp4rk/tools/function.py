@@ -71,6 +71,7 @@ class FunctionTool(Generic[P, R]):
             fn, self.name, doc, require_parameter_descriptions
         )
         self.input_schema: dict[str, Any] = _clean_schema(self._model.model_json_schema())
+        self._fields = tuple(self._model.model_fields)
         self._is_async = inspect.iscoroutinefunction(fn)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
@@ -82,22 +83,27 @@ class FunctionTool(Generic[P, R]):
 
     async def execute(self, ctx: RunContext, input: str) -> ToolResult:
         """Validate ``input`` against the schema, call the function, and wrap its return."""
-        try:
-            raw = json.loads(input) if input.strip() not in _EMPTY_INPUTS else {}
-        except json.JSONDecodeError as exc:
-            return parse_error_result(f"invalid JSON ({exc.msg} at position {exc.pos})")
-        if not isinstance(raw, dict):
-            return parse_error_result(f"expected a JSON object, got {type(raw).__name__}")
-        try:
-            parsed = self._model.model_validate(raw)
-        except ValidationError as exc:
-            return parse_error_result(_format_validation_error(exc))
-        kwargs = {k: getattr(parsed, k) for k in type(parsed).model_fields}
+        try:  # fast path: pydantic parses and validates in one go
+            parsed = self._model.model_validate_json(input)
+        except ValidationError:
+            parsed = None
+        if parsed is None:  # the slow path explains what is wrong, in our words
+            try:
+                raw = json.loads(input) if input.strip() not in _EMPTY_INPUTS else {}
+            except json.JSONDecodeError as exc:
+                return parse_error_result(f"invalid JSON ({exc.msg} at position {exc.pos})")
+            if not isinstance(raw, dict):
+                return parse_error_result(f"expected a JSON object, got {type(raw).__name__}")
+            try:
+                parsed = self._model.model_validate(raw)
+            except ValidationError as exc:
+                return parse_error_result(_format_validation_error(exc))
+        kwargs = {k: getattr(parsed, k) for k in self._fields}
         args: tuple[Any, ...] = (ctx,) if self._takes_ctx else ()
-        fn = cast(Callable[..., Any], self.fn)
+        fn = cast("Callable[..., Any]", self.fn)
         try:
             if self._is_async:
-                value = await cast(Awaitable[Any], fn(*args, **kwargs))
+                value = await cast("Awaitable[Any]", fn(*args, **kwargs))
             else:
                 value = await asyncio.to_thread(fn, *args, **kwargs)
         except ToolError as exc:

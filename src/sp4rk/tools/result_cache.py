@@ -35,7 +35,7 @@ def compute_tool_result_hash(tool_name: str, content: str) -> str:
     return digest.hexdigest()
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class CacheEntry:
     """One cached result and what is known about where it came from."""
 
@@ -73,6 +73,7 @@ class ToolResultCache:
         self._by_prefix: dict[str, set[str]] = {}
         self._bytes = 0
         self._stores = 0
+        self._expiring = 0  # entries with a TTL: only those need sweeping
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -108,9 +109,15 @@ class ToolResultCache:
             ttl = self.mcp_ttl if source not in ("", "core") else 0.0
             entry = CacheEntry(full, tool_name, content, now, file_path, mtime, size, ttl)
             self._entries[full] = entry
-            self._by_prefix.setdefault(full[:MIN_PREFIX], set()).add(full)
+            bucket = self._by_prefix.get(full[:MIN_PREFIX])
+            if bucket is None:
+                self._by_prefix[full[:MIN_PREFIX]] = {full}
+            else:
+                bucket.add(full)
             self._bytes += _size(content)
-            if self._stores % SWEEP_EVERY == 0:
+            if ttl:
+                self._expiring += 1
+            if self._expiring and self._stores % SWEEP_EVERY == 0:
                 self._sweep(now)
             while self._bytes > self.max_bytes and len(self._entries) > 1:
                 self._remove(next(iter(self._entries)))
@@ -184,6 +191,8 @@ class ToolResultCache:
     def _remove(self, full: str) -> None:
         entry = self._entries.pop(full)
         self._bytes -= _size(entry.content)
+        if entry.ttl:
+            self._expiring -= 1
         bucket = self._by_prefix.get(full[:MIN_PREFIX])
         if bucket is not None:
             bucket.discard(full)

@@ -12,7 +12,7 @@ from sp4rk.agent.types import ExecutorResult, ExitReason
 
 async def step_limit_reached(run: Run) -> ExecutorResult | None:
     """At the budget, ask the HITL handler for more steps; return the final result on deny."""
-    if run.unlimited or run.step <= run.eff_max:
+    if not run.past_budget():
         return None
     answer = await run.s.hitl.on_step_limit(run.ctx, run.step, run.eff_max, "")
     if answer is StepLimitResponse.ALLOW_ONCE:

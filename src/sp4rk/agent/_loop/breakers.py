@@ -6,6 +6,7 @@ Each breaker tests ``threshold > 0 and count >= threshold``, the abort before th
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass
 
 from sp4rk.agent._loop import nudges
@@ -92,23 +93,18 @@ def compact_json(raw: str) -> str:
     """``raw`` with whitespace between JSON tokens removed; strings and numbers untouched."""
     if not any(c in raw for c in _WHITESPACE):
         return raw
-    out: list[str] = []
-    in_string = escaped = False
-    for ch in raw:
-        if in_string:
-            out.append(ch)
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-            out.append(ch)
-        elif ch not in _WHITESPACE:
-            out.append(ch)
-    return "".join(out)
+    if '"' not in raw:
+        return raw.translate(_DROP_WHITESPACE)
+    return _TOKENS.sub(_keep_strings, raw)
+
+
+_DROP_WHITESPACE = str.maketrans("", "", _WHITESPACE)
+# A JSON string (kept verbatim), or a run of whitespace outside strings (dropped).
+_TOKENS = re.compile(r'("(?:\\.|[^"\\])*")|[ \t\r\n]+')
+
+
+def _keep_strings(match: re.Match[str]) -> str:
+    return match.group(1) or ""
 
 
 def call_key(name: str, raw_input: str) -> str:

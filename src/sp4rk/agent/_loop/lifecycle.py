@@ -7,7 +7,12 @@ import time
 from sp4rk.agent._loop.boundary import deliver_live_message, pause_requested, step_limit_reached
 from sp4rk.agent._loop.checklist import staleness_nudge
 from sp4rk.agent._loop.llm_call import call_llm
-from sp4rk.agent._loop.post_step import compact_if_needed, wrap_up_nudge
+from sp4rk.agent._loop.post_step import (
+    COMPACTING,
+    check_context_fill,
+    compact_context,
+    wrap_up_nudge,
+)
 from sp4rk.agent._loop.replies import handle_text_reply, handle_truncated_response
 from sp4rk.agent._loop.state import Flow, Run
 from sp4rk.agent._loop.tool_calls import run_tool_calls
@@ -21,16 +26,17 @@ async def run_loop(run: Run) -> ExecutorResult:
         # Trajectory sync
         run.sync_trajectory()
         # Step-limit boundary
-        if (stopped := await step_limit_reached(run)) is not None:
+        if run.past_budget() and (stopped := await step_limit_reached(run)) is not None:
             return stopped
         # StepStart event (cancellation is delivered at the next await)
         run.emit("step_start", run.step)
         started = time.perf_counter()
         # Cooperative pause
-        if await pause_requested(run):
+        if run.s.pause_checker is not None and await pause_requested(run):
             return run.result("", ExitReason.PAUSED, finished=False)
         # Live user message
-        await deliver_live_message(run)
+        if run.s.user_message_source is not None:
+            await deliver_live_message(run)
         # LLM call (reactive compaction and retry inside)
         response = await call_llm(run)
         # Thought event
@@ -53,7 +59,8 @@ async def run_loop(run: Run) -> ExecutorResult:
         if outcome is Flow.COMPLETED:
             wrap_up_nudge(run)
             staleness_nudge(run)
-            await compact_if_needed(run)
+            if (fill := check_context_fill(run)).status in COMPACTING:
+                await compact_context(run, fill)
         run.step += 1
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from sp4rk.agent._loop.state import Run
-from sp4rk.agent.protocols import InterjectionConsumer, StreamingLLMCaller
 from sp4rk.llm.errors import ContextWindowExceededError
 from sp4rk.llm.types import ChatRequest, ChatResponse
 
@@ -49,8 +48,8 @@ async def call_llm(run: Run) -> ChatResponse:
             )
             run.pre_warning_done = False
             continue
-        if isinstance(run.cw, InterjectionConsumer):
-            run.cw.consume_pending_user_interjection()
+        if run.consumes_interjections:
+            run.cw.consume_pending_user_interjection()  # type: ignore[attr-defined]
         if response.usage.input_tokens > 0:
             run.cw.correct_token_count(response.usage.input_tokens)
         return response
@@ -66,11 +65,10 @@ async def _send(run: Run, request: ChatRequest) -> ChatResponse:
         if not suppress and delta:
             run.emit("assistant_chunk", delta)
 
-    llm = run.llm
-    if isinstance(llm, StreamingLLMCaller):
-        response = await llm.call_stream(request, on_text)
+    if run.streams:
+        response = await run.llm.call_stream(request, on_text)  # type: ignore[attr-defined]
     else:
-        response = await llm.call(request)
+        response = await run.llm.call(request)
     if not isinstance(response, ChatResponse):
         raise TypeError(
             f"the LLM caller returned {type(response).__name__}, expected a ChatResponse"

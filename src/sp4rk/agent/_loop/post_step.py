@@ -7,13 +7,15 @@ import itertools
 from sp4rk.agent._loop import nudges
 from sp4rk.agent._loop.state import Run
 from sp4rk.agent._loop.steps import is_successful_mutation
+from sp4rk.agent.types import FillCheck
 from sp4rk.llm.errors import ContextWindowExceededError
 
 #: Steps before the budget at which the wrap-up nudge fires.
 WRAP_UP_MARGIN = 3
 #: Recent tool steps inspected for progress (a successful edit) by the wrap-up nudge.
 WRAP_UP_WINDOW = 5
-_COMPACTING = frozenset({"compact", "warning", "emergency", "reject"})
+#: Fill states after which the context is compacted.
+COMPACTING = frozenset({"compact", "warning", "emergency", "reject"})
 
 
 def wrap_up_nudge(run: Run) -> None:
@@ -36,20 +38,24 @@ def wrap_up_nudge(run: Run) -> None:
     )
 
 
-async def compact_if_needed(run: Run) -> None:
-    """Check the fill; compact when it crossed a threshold.
+def check_context_fill(run: Run) -> FillCheck:
+    """Check the fill after a normal step and report it (``context_fill``)."""
+    fill = run.cw.check_fill()
+    run.emit("context_fill", fill.percent, fill.used, fill.max, fill.status, run.s.plan_step_id)
+    return fill
+
+
+async def compact_context(run: Run, fill: FillCheck) -> None:
+    """Compact a context whose fill crossed a threshold.
 
     Raises:
         ContextWindowExceededError: when the window is still full (``reject``) after compacting.
     """
-    fill = run.cw.check_fill()
-    step_id = run.s.plan_step_id
-    run.emit("context_fill", fill.percent, fill.used, fill.max, fill.status, step_id)
-    if fill.status not in _COMPACTING:
-        return
     result = await run.cw.compact()
     if result is not None:
-        run.emit("context_compaction", result.before_percent, result.after_percent, step_id)
+        run.emit(
+            "context_compaction", result.before_percent, result.after_percent, run.s.plan_step_id
+        )
         run.pre_warning_done = False
     if fill.status == "reject":
         after = run.cw.check_fill()

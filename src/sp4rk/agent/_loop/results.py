@@ -28,7 +28,7 @@ def budget_cap(run: Run) -> int:
     budget = run.s.tool_result_budget
     if budget.hard_cap_tokens <= 0:
         return 0
-    available = max(0, run.cw.available_tokens() - run.pending_tokens)
+    available = max(0, run.cw.available_tokens() - run.pending_tokens())
     return max(
         MIN_BUDGET_TOKENS, min(budget.hard_cap_tokens, int(available * budget.max_fill_fraction))
     )

@@ -19,7 +19,13 @@ from sp4rk.agent.config import CircuitBreakerConfig, ToolResultBudget
 from sp4rk.agent.debug import DumpCaller
 from sp4rk.agent.events import Events
 from sp4rk.agent.hitl import HITLHandler
-from sp4rk.agent.protocols import ContextManager, LLMCaller, ToolExecutor
+from sp4rk.agent.protocols import (
+    ContextManager,
+    InterjectionConsumer,
+    LLMCaller,
+    StreamingLLMCaller,
+    ToolExecutor,
+)
 from sp4rk.agent.types import ExecutorResult, ExitReason, Step
 from sp4rk.agent.verify import EditVerifyRunner
 from sp4rk.llm.tokens import TokenCounter
@@ -27,6 +33,7 @@ from sp4rk.llm.types import ToolDefinition
 from sp4rk.tools.builtins.finish import FINISH_TOOL_NAME, FinishTool
 from sp4rk.tools.builtins.result_read import tool_result_read
 from sp4rk.tools.context import RunContext
+from sp4rk.tools.registry import Registry
 from sp4rk.tools.result_cache import ToolResultCache
 from sp4rk.tools.truncation import ToolTruncationConfig
 
@@ -98,15 +105,26 @@ class ExecutorSettings:
 
 
 class SafeEvents:
-    """Calls event methods, logging (never raising) what they raise."""
+    """Calls event methods, logging (never raising) what they raise.
 
-    __slots__ = ("_events", "_log")
+    Methods the sink inherits unchanged from the no-op ``Events`` base are skipped.
+    """
+
+    __slots__ = ("_events", "_live", "_log")
 
     def __init__(self, events: Events, log: logging.Logger | logging.LoggerAdapter[Any]) -> None:
         self._events = events
         self._log = log
+        sink = type(events)
+        self._live = {
+            name
+            for name in vars(Events)
+            if not name.startswith("_") and getattr(sink, name, None) is not vars(Events)[name]
+        }
 
     def __call__(self, name: str, *args: Any) -> None:
+        if name not in self._live:
+            return
         try:
             getattr(self._events, name)(*args)
         except Exception:
@@ -152,6 +170,12 @@ class Run:
         self.llm: LLMCaller = llm if ctx.dump_writer is None else DumpCaller(llm, ctx.dump_writer)
         self.tools = tools
         self.cw = cw
+        # Capabilities, decided once: runtime protocol checks are slow on the hot path.
+        self.streams = isinstance(self.llm, StreamingLLMCaller)
+        self.consumes_interjections = isinstance(cw, InterjectionConsumer)
+        self.asks_tool_calls = type(settings.hitl).on_tool_call is not HITLHandler.on_tool_call
+        # sp4rk's Registry already turns every failure into an error result.
+        self.tools_never_raise = type(tools).execute is Registry.execute
         self.ctx = ctx
         self.log = logging.LoggerAdapter(
             settings.logger,
@@ -186,7 +210,6 @@ class Run:
         for step in settings.resume_steps:
             self._append(step)
         self.pending: list[Step] = []
-        self.pending_tokens = 0
         self.step = 1
         self.eff_max = settings.max_steps
         self.unlimited = False
@@ -207,7 +230,11 @@ class Run:
     def record(self, step: Step) -> None:
         """Add a step of the current response; committed when the response is done."""
         self.pending.append(step)
-        self.pending_tokens += self.s.token_counter.count(step.observation)
+
+    def pending_tokens(self) -> int:
+        """Tokens the current response's observations will add (not yet in the context)."""
+        count = self.s.token_counter.count
+        return sum(count(s.observation) for s in self.pending) if self.pending else 0
 
     def commit(self) -> None:
         """Append the current response's steps to the trajectory and the context manager."""
@@ -215,7 +242,6 @@ class Run:
             self._append(step)
             self.cw.add_step(step)
         self.pending.clear()
-        self.pending_tokens = 0
 
     def record_nudge(self, text: str, **fields: Any) -> None:
         """Record a nudge-only step and commit it at once."""
@@ -235,6 +261,10 @@ class Run:
             self.productive_since_update += 1
         if is_successful_mutation(step):
             self.mutated = True
+
+    def past_budget(self) -> bool:
+        """Whether this step lies beyond the step budget (the boundary must be asked)."""
+        return not self.unlimited and self.step > self.eff_max
 
     def source_of(self, name: str) -> str:
         """Where a tool comes from: its registry source, or ``"core"`` for the executor's own."""

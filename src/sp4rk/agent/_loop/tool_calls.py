@@ -74,7 +74,8 @@ async def run_tool_calls(run: Run, response: ChatResponse) -> Flow | ExecutorRes
         if step_outcome is _Next.BREAK:
             break
         idx += batch
-    await flush_verification(run)
+    if run.verify_pending:
+        await flush_verification(run)
     run.commit()
     return flow
 
@@ -196,7 +197,7 @@ async def _approve(
     if verdict is not Verdict.OK:
         return await _repeat_intercept(run, call, idx, head, r.tokens, r.group, verdict)
 
-    decision = await run.s.hitl.on_tool_call(run.ctx, name, raw)
+    decision = await run.s.hitl.on_tool_call(run.ctx, name, raw) if run.asks_tool_calls else None
     if decision is None:
         return _Approved(call, idx, key, source, raw, approved=False)
     if not decision.allow:
@@ -243,7 +244,7 @@ async def _complete(
         run, name, a.exec_input, content, observation, a.source
     )
     note_call(run, name, is_error)
-    if last:
+    if last and run.verify_pending:
         observation = _join(observation, await verification_note(run))
     run.emit("tool_result", run.step, a.idx, len(observation), observation, is_error)
     step = Step(
@@ -273,6 +274,8 @@ async def _execute(run: Run, name: str, input: str, approved: bool) -> ToolResul
     ctx = run.tool_ctx.replace(tool_call_approved=True) if approved else run.tool_ctx
     if name == RESULT_READ_TOOL and run.own_result_reader:
         return await guarded_execute(name, lambda: run.result_reader.execute(ctx, input), run.log)
+    if run.tools_never_raise:
+        return await run.tools.execute(ctx, name, input)
     return await guarded_execute(name, lambda: run.tools.execute(ctx, name, input), run.log)
 
 
