@@ -52,7 +52,8 @@ def test_suppression_hides_only_the_assistant_events() -> None:
 
 @pytest.mark.parametrize("status", ["compact", "warning", "emergency"])
 def test_post_step_fill_above_a_threshold_compacts(status: str) -> None:
-    cw = FakeContext(fill=[FillCheck(90.0, status, 90, 100), FillCheck(40.0, "ok", 40, 100)])
+    ok = FillCheck(40.0, "ok", 40, 100)
+    cw = FakeContext(fill=[ok, FillCheck(90.0, status, 90, 100), ok])  # before the call, after
     result, _, events = run(
         [tool_calls_response(("search", {"q": "a"})), finish_response("d")],
         cw=cw,
@@ -99,3 +100,10 @@ def test_pre_warning_percent_is_validated() -> None:
     executor = Executor(ScriptedStreamingLLM([]), echo_tools(), 5)
     with pytest.raises(ValueError, match="between 0 and 100"):
         executor.set_pre_warning_percent(150)
+
+
+def test_a_prompt_known_not_to_fit_is_compacted_before_it_is_sent() -> None:
+    cw = FakeContext(fill=[FillCheck(130.0, "reject", 130, 100), FillCheck(40.0, "ok", 40, 100)])
+    result, llm, events = run([finish_response("d")], cw=cw)
+    assert cw.compactions == 1 and len(llm.requests) == 1 and result.finished
+    assert events.of("context_compaction") == [(90.0, 40.0, "")]

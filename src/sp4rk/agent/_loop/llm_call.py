@@ -18,6 +18,9 @@ async def call_llm(run: Run) -> ChatResponse:
         LLMError: any other provider failure, unchanged.
     """
     compactions = 0
+    if run.cw.check_fill().status == "reject":
+        # A resumed checkpoint or a shrunk window: never send a prompt known not to fit.
+        await _compact(run)
     while True:
         request = ChatRequest(
             messages=run.cw.build_prompt(),
@@ -33,26 +36,28 @@ async def call_llm(run: Run) -> ChatResponse:
                 raise
             compactions += 1
             run.diag("reactive_compaction_api_error", error=str(exc), attempt=compactions)
-            result = await run.cw.compact()
-            if result is None:
+            if not await _compact(run):
                 raise ContextWindowExceededError(
                     f"{exc} (the context manager had nothing to compact; give it a larger "
                     "window or lower the tool output limits)",
                     status_code=exc.status_code,
                 ) from exc
-            run.emit(
-                "context_compaction",
-                result.before_percent,
-                result.after_percent,
-                run.s.plan_step_id,
-            )
-            run.pre_warning_done = False
             continue
         if run.consumes_interjections:
             run.cw.consume_pending_user_interjection()  # type: ignore[attr-defined]
         if response.usage.input_tokens > 0:
             run.cw.correct_token_count(response.usage.input_tokens)
         return response
+
+
+async def _compact(run: Run) -> bool:
+    """Compact the context now; report whether anything was done."""
+    result = await run.cw.compact()
+    if result is None:
+        return False
+    run.emit("context_compaction", result.before_percent, result.after_percent, run.s.plan_step_id)
+    run.pre_warning_done = False
+    return True
 
 
 async def _send(run: Run, request: ChatRequest) -> ChatResponse:
