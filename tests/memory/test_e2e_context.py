@@ -2,13 +2,14 @@
 
 ``Provider`` plays the model: it checks each request with ``validate_history``, refuses a
 prompt larger than its (real) window with ``ContextWindowExceededError`` as a provider would,
-reports usage (the exact prompt size plus the tool definitions), and answers compaction
-requests with a short summary.
+reports usage (the prompt size plus the tool definitions, times its tokenizer's ``ratio`` to
+the local estimate), and answers compaction requests with a short summary.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -16,11 +17,14 @@ from typing import Any
 import pytest
 
 from sp4rk.agent import (
+    CircuitBreakerConfig,
+    CompactionResult,
     CompactionStrategy,
     Executor,
     ExecutorResult,
     RecordingEvents,
     ToolResultBudget,
+    ToolResultCache,
 )
 from sp4rk.llm import (
     ChatRequest,
@@ -33,6 +37,7 @@ from sp4rk.llm.testing import FunctionLLM, finish_response, text_response, tool_
 from sp4rk.memory import (
     ContextWindow,
     HierarchicalStrategy,
+    ObservationMaskingStrategy,
     SummarizationStrategy,
     validate_history,
 )
@@ -71,9 +76,11 @@ class Provider:
         *,
         window: int = 32_000,
         summarize: Callable[[ChatRequest], str] | None = None,
+        ratio: float = 1.0,
     ) -> None:
         self.decide = decide
         self.window = window
+        self.ratio = ratio
         self.summarize = summarize or (lambda r: "summary: pages were fetched, nothing failed")
         self.sizes: list[int] = []  # accepted agent prompts, in tokens (messages + tools)
         self.overflows = 0
@@ -86,7 +93,7 @@ class Provider:
             return text_response(self.summarize(request))
         validate_history(request.messages)
         tools = sum(COUNTER.count(json.dumps(t.to_dict())) for t in request.tools)
-        size = COUNTER.count_messages(request.messages) + tools
+        size = int((COUNTER.count_messages(request.messages) + tools) * self.ratio)
         if size + request.max_tokens > self.window:
             self.overflows += 1
             raise ContextWindowExceededError(
@@ -159,6 +166,10 @@ def test_a_thousand_steps_of_10kb_observations_in_a_32k_window(strategy: str | N
     assert all(after < before for before, after, _ in compactions)
     if strategy is not None:
         assert provider.compaction_calls > 0
+        prompt = cw.build_prompt()
+        summaries = [m.content for m in prompt if m.content.startswith("[Summary of steps ")]
+        assert summaries[0].startswith("[Summary of steps 1-")  # the early run, rolled up
+        assert len(summaries) >= 3  # block summaries reach the prompt too
     print(
         f"\n{strategy or 'masking'}: {elapsed:.2f}s, max prompt {max(provider.sizes)} tokens, "
         f"{len(compactions)} compactions, {provider.compaction_calls} summary calls"
@@ -209,6 +220,83 @@ def test_a_persistent_overflow_escalates_within_one_step() -> None:
     assert 2 in attempts
 
 
+class CalibratedWindow(ContextWindow):
+    """Records the estimate after each compaction and the provider's count of that prompt."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.after: list[tuple[int, int]] = []  # (estimate, provider count)
+        self._pending: int | None = None
+
+    async def compact(self) -> CompactionResult | None:
+        result = await super().compact()
+        self._pending = self.used_tokens()
+        return result
+
+    def correct_token_count(self, api_input_tokens: int) -> None:
+        if self._pending is not None:
+            self.after.append((self._pending, api_input_tokens))
+            self._pending = None
+        super().correct_token_count(api_input_tokens)
+
+
+@pytest.mark.parametrize("ratio", [2.2, 0.6])
+@pytest.mark.parametrize("strategy", [None, "summary"], ids=["masking", "summarization"])
+def test_a_provider_that_counts_differently_gets_fitting_prompts_and_kept_history(
+    ratio: float, strategy: str | None
+) -> None:
+    provider = Provider(fetch_then_finish(150), ratio=ratio)
+    chosen = SummarizationStrategy(provider.llm) if strategy else None
+    cw = CalibratedWindow(
+        32_000, 4096, system_prompt="You are a careful agent.", task="Read the pages.",
+        strategy=chosen, keep_last_n=0,
+    )  # fmt: skip
+    result, _ = run(provider, cw, max_steps=200)
+    assert result.finished
+    assert provider.overflows == 0
+    assert max(provider.sizes) + cw.output_limit() <= provider.window
+    assert len(cw.after) >= 3
+    eff = cw.effective_max()
+    for estimate, real in cw.after:
+        assert abs(real - estimate) <= 0.05 * eff  # the estimate holds after compaction
+        assert real >= 0.15 * eff  # and compaction kept the history
+
+
+class CheckedReferences(ContextWindow):
+    """After each compaction, records how many references the prompt shows and resolves."""
+
+    def __init__(self, cache: ToolResultCache, **kw: Any) -> None:
+        super().__init__(32_000, 4096, task="Read the pages.", **kw)
+        self.set_result_cache(cache)
+        self.cache = cache
+        self.references: list[tuple[int, int]] = []  # (shown, resolvable)
+
+    async def compact(self) -> CompactionResult | None:
+        result = await super().compact()
+        text = "\n".join(m.content for m in self.build_prompt())
+        shown = re.findall(r'tool_result_read\(hash="([0-9a-f]+)"', text)
+        assert all(len(h) >= 8 for h in shown)
+        self.references.append((len(shown), sum(self.cache.get(h) is not None for h in shown)))
+        return result
+
+
+@pytest.mark.parametrize(
+    "strategy", [None, ObservationMaskingStrategy(keep_last=3)], ids=["none", "masking"]
+)
+def test_with_the_cache_known_a_compaction_leaves_no_dangling_reference(
+    strategy: CompactionStrategy | None,
+) -> None:
+    provider = Provider(fetch_then_finish(300))
+    cache = ToolResultCache(max_bytes=150_000)  # about 15 pages of 300
+    cw = CheckedReferences(cache, strategy=strategy)
+    result, _ = run(provider, cw, max_steps=400, setup=lambda e: e.set_tool_cache(cache))
+    assert result.finished
+    assert cw.references
+    assert all(shown == resolvable for shown, resolvable in cw.references)
+    assert any(shown for shown, _ in cw.references)
+    assert "[Output pruned to save context." in "\n".join(m.content for m in cw.build_prompt())
+
+
 def test_pre_compaction_warning_names_the_outputs_about_to_be_pruned() -> None:
     def decide(n: int, request: ChatRequest) -> ChatResponse:
         if n > 6:
@@ -219,7 +307,11 @@ def test_pre_compaction_warning_names_the_outputs_about_to_be_pruned() -> None:
     cw = window(32_000, keep_last_n=1, prune_threshold_percent=60)
     result, events = run(provider, cw, setup=lambda e: e.set_pre_warning_percent(20))
     assert result.finished
-    warned = [s for s in result.steps if "These tool outputs will be pruned" in s.observation]
+    warned = [
+        s
+        for s in result.steps
+        if "These tool outputs will soon be pruned or dropped" in s.observation
+    ]
     assert len(warned) == 1
     text = warned[0].observation
     assert '- read_file("src/mod1.py")' in text
@@ -237,6 +329,52 @@ class RecordingWindow(ContextWindow):
     def correct_token_count(self, api_input_tokens: int) -> None:
         self.corrections.append(api_input_tokens)
         super().correct_token_count(api_input_tokens)
+
+
+def test_a_warning_above_the_prune_threshold_comes_before_the_compaction() -> None:
+    """With the reference's 80 % and pruning from 50 %, the model is warned before compacting."""
+
+    @tool
+    def note(path: str) -> str:
+        """Read a short note."""
+        return f"# {path}\n" + "n" * 2000
+
+    def decide(n: int, request: ChatRequest) -> ChatResponse:
+        if n > 400:
+            return finish_response("done")
+        return tool_calls_response(("note", {"path": f"notes/{n}.md"}), thought="t" * 400)
+
+    provider = Provider(decide)
+    cw = window()
+    events = RecordingEvents()
+    # Same tool, same-size results: only the same-tool breaker would object.
+    breakers = CircuitBreakerConfig(
+        same_tool_repeat_nudge_threshold=0, same_tool_repeat_abort_threshold=0
+    )
+    executor = Executor(
+        provider.llm, Registry([note]), 500, events=events, circuit_breaker=breakers
+    )
+    executor.set_pre_warning_percent(80)
+    result = executor.run_sync(Registry([note]).list(), cw)
+    assert result.finished
+    names = events.names()
+    assert "context_compaction" in names
+    warnings = events.diagnostics("pre_compaction_nudge")
+    assert warnings
+    assert 80 <= warnings[0]["fill_percent"] < 85
+    assert warnings[0]["vulnerable_count"] == 20
+    warned = next(
+        s
+        for s in result.steps
+        if "These tool outputs will soon be pruned or dropped" in s.observation
+    )
+    assert '- note("notes/' in warned.observation
+    first_warning = next(
+        i
+        for i, (name, args) in enumerate(events.records)
+        if name == "executor_diagnostic" and args[1] == "pre_compaction_nudge"
+    )
+    assert first_warning < names.index("context_compaction")
 
 
 def test_every_reported_usage_calibrates_the_window() -> None:

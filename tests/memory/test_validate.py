@@ -27,6 +27,7 @@ def good() -> list[Message]:
         Message("assistant", "", tool_calls=[call("c")]),
         Message("tool", "C", tool_call_id="c"),
         Message("assistant", "done thinking"),
+        Message("user", "call a tool or finish"),
     ]
 
 
@@ -55,7 +56,10 @@ def test_a_well_formed_history_is_valid() -> None:
         (lambda h: h.__setitem__(5, Message("user", "x", tool_calls=[call("k")])), "carries tool"),
         (lambda h: h.__setitem__(5, Message("user", "x", tool_call_id="a")), "has a tool_call_id"),
         (lambda h: h.__setitem__(5, Message("user", "")), "empty user message"),
-        (lambda h: h.pop(), None),  # still valid: ending on a tool result is fine
+        (lambda h: h.__delitem__(slice(9, None)), None),  # ending on a tool result is fine
+        (lambda h: h.pop(), "ends with an assistant message"),
+        (lambda h: h.insert(5, Message("user", "\u00a0\u3000\u200b")), "empty user message"),
+        (lambda h: h.__setitem__(9, Message("assistant", "\u3000")), "empty assistant turn"),
         (lambda h: h.__delitem__(slice(8, None)), "ends before the results for c"),
     ],
 )
@@ -72,12 +76,32 @@ def test_each_rule_is_checked(mutate: object, problem: str | None) -> None:
 def test_the_error_lists_every_problem_with_its_message_index() -> None:
     history = good()
     history.pop(4)  # b unanswered
-    history.append(Message("assistant", ""))  # empty turn at the end
+    history.append(Message("assistant", ""))  # an empty turn, and at the end
     with pytest.raises(InvalidHistoryError) as info:
         validate_history(history)
-    assert len(info.value.problems) == 2
+    assert len(info.value.problems) == 3
     text = str(info.value)
-    assert "2 problem(s)" in text
+    assert "3 problem(s)" in text
     assert "message 4" in text
-    assert "message 9" in text
+    assert "message 10: empty assistant turn" in text
+    assert "message 10: the prompt ends with an assistant message" in text
     assert isinstance(info.value, ValueError)
+
+
+def test_a_partial_history_may_end_with_an_assistant_turn() -> None:
+    prefix = good()[:-1]
+    assert history_problems(prefix, partial=True) == []
+    assert history_problems(prefix) == ["message 9: the prompt ends with an assistant message"]
+
+
+def test_ids_that_collide_once_sanitised_are_flagged() -> None:
+    history = [
+        Message("user", "task"),
+        Message("assistant", "", tool_calls=[call("toolu.1")]),
+        Message("tool", "A", tool_call_id="toolu.1"),
+        Message("assistant", "", tool_calls=[call("toolu_1")]),
+        Message("tool", "B", tool_call_id="toolu_1"),
+    ]
+    assert history_problems(history) == [
+        "message 3: tool call id 'toolu_1' collides with 'toolu.1' once sanitised ('toolu_1')"
+    ]

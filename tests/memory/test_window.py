@@ -1,9 +1,18 @@
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from sp4rk.agent import ContextManager, InterjectionConsumer, Step, VulnerableOutput
-from sp4rk.memory import ContextWindow, validate_history
+from sp4rk.agent import (
+    ContextManager,
+    InterjectionConsumer,
+    Step,
+    ToolResultCache,
+    VulnerableOutput,
+)
+from sp4rk.llm import Message
+from sp4rk.memory import ContextWindow, render_steps, validate_history
 
 from .helpers import CountingCounter, call_step, mixed_history, tokens
 
@@ -220,20 +229,23 @@ def test_pruning_is_sticky_when_the_fill_drops_again() -> None:
     assert cw.build_prompt()[2].content == first[2].content
 
 
-def test_vulnerable_outputs_name_what_pruning_takes_next() -> None:
+def test_vulnerable_outputs_name_every_output_outside_the_protected_tail() -> None:
     cw = window(max_tokens=1_000_000, keep_last_n=1)
     long_path = "d/" * 35
     cw.add_step(call_step(0, args={"path": "p1"}))
     cw.add_step(call_step(1, args={"path": long_path}))
     cw.add_step(call_step(2, args={"path": "p3"}))
     cw.add_step(Step(user_nudge="keep going"))
-    assert cw.vulnerable_outputs() == [
+    expected = [
         VulnerableOutput("read_file", "p1"),
         VulnerableOutput("read_file", long_path[:59] + "…"),
     ]
+    assert cw.vulnerable_outputs() == expected
     cw.prune_threshold_percent = 0
-    cw.build_prompt()
-    assert cw.vulnerable_outputs() == []  # already replaced by cache references
+    prompt = cw.build_prompt()
+    assert sum("evicted" in m.content for m in prompt) == 2
+    # Pruned, but still at risk: the next compaction can summarise or drop their references.
+    assert cw.vulnerable_outputs() == expected
 
 
 def test_no_vulnerable_outputs_without_pruning() -> None:
@@ -252,10 +264,100 @@ def test_vulnerable_outputs_list_at_most_the_newest_twenty() -> None:
     assert out[-1].input_hint == "p28"
 
 
-def test_set_strategy_is_used_by_the_next_compaction() -> None:
+async def test_set_strategy_is_used_by_the_next_compaction() -> None:
     from sp4rk.memory import SlidingWindowStrategy
 
-    cw = window()
+    cw = window(keep_last_n=0)
+    for i in range(5):
+        cw.add_step(call_step(i))
     strategy = SlidingWindowStrategy(1, 1)
     cw.set_strategy(strategy)
     assert cw.strategy is strategy
+    await cw.compact()
+    prompt = cw.build_prompt()
+    validate_history(prompt)
+    assert Message("system", "[... 3 steps omitted ...]") in prompt
+    assert [m.tool_call_id for m in prompt if m.role == "tool"] == ["c0", "c4"]
+
+
+def test_a_provider_that_counts_a_multiple_is_modelled_as_a_scale() -> None:
+    cw = window(max_tokens=100_000, output_limit=1000, keep_last_n=0)
+    for i in range(4):
+        cw.add_step(call_step(i))
+        cw.correct_token_count(2 * tokens(cw.build_prompt()) + 300)  # 2x, plus tool definitions
+    cw.add_step(call_step(4, observation="x" * 8000))
+    assert cw.used_tokens() == pytest.approx(2 * tokens(cw.build_prompt()) + 300, abs=2)
+
+
+@pytest.mark.parametrize("task", ["", " \u00a0\u3000 "])
+def test_a_history_without_task_text_still_opens_with_a_user_turn(task: str) -> None:
+    cw = ContextWindow(system_prompt="be brief", task=task)
+    assert cw.build_prompt() == [Message("system", "be brief")]
+    cw.add_step(call_step(0))
+    prompt = cw.build_prompt()
+    validate_history(prompt)
+    assert prompt[1] == Message("user", "(no task text)")
+    assert cw.used_tokens() == tokens(prompt)
+    nudged = ContextWindow()
+    nudged.add_step(Step(user_nudge="go on"))
+    nudged.add_step(call_step(1))
+    assert nudged.build_prompt()[0] == Message("user", "go on")  # no stand-in needed
+    assert nudged.used_tokens() == tokens(nudged.build_prompt())
+
+
+def test_a_response_group_grows_at_the_cost_of_its_new_step() -> None:
+    counter = CountingCounter()
+    cw = window(token_counter=counter, max_tokens=10_000_000, keep_last_n=0)
+    steps = [
+        call_step(i, observation="y" * 40_000, group=1, nudge="go on" if i % 7 == 0 else "")
+        for i in range(60)
+    ]
+    steps[0].reasoning_content = "plan"
+    for step in steps[:-1]:
+        cw.add_step(step)
+    before = counter.chars
+    cw.add_step(steps[-1])
+    calls = sum(len(s.action.name) + len(s.action.input) for s in steps if s.action)
+    assert counter.chars - before <= 40_000 + calls + 200  # the new result and the calls
+    prompt = cw.build_prompt()
+    assert prompt[1:] == render_steps(steps)
+    assert cw.used_tokens() == tokens(prompt)
+
+
+def test_with_the_result_cache_references_point_only_at_what_it_holds() -> None:
+    cache = ToolResultCache(max_bytes=3000)  # room for two of the four results
+    cw = window(keep_last_n=1, prune_threshold_percent=0)
+    cw.set_result_cache(cache)
+    verify = "\n\n[verify_on_edit] Verification passed (exit 0). Output:\n3 passed"
+    hashes = []
+    for i in range(4):
+        full = f"result {i} " + "r" * 1200
+        hashes.append(cache.store("read_file", full))
+        observation = full[:800] + "\n[... truncated ...]" + (verify if i == 2 else "")
+        cw.add_step(replace(call_step(i, observation), cache_hash=hashes[-1]))
+    results = [m.content for m in cw.build_prompt() if m.role == "tool"]
+    assert cache.get(hashes[0]) is None and cache.get(hashes[1]) is None  # evicted
+    assert all(r.startswith("[Output pruned to save context. Re-run") for r in results[:2])
+    short = cache.short_hash(hashes[2])
+    assert results[2] == (
+        f'[Result (1209 chars) evicted to save context. Use tool_result_read(hash="{short}", '
+        "start_line=1, num_lines=200) to read it again.]" + verify
+    )
+    assert cache.get(short) == "result 2 " + "r" * 1200
+    assert results[3].startswith("result 3")
+
+
+async def test_a_strategy_s_references_are_checked_against_the_cache() -> None:
+    from sp4rk.memory import ObservationMaskingStrategy
+
+    cache = ToolResultCache(max_bytes=2500)  # the last two results
+    cw = window(strategy=ObservationMaskingStrategy(keep_last=1), keep_last_n=0)
+    cw.set_result_cache(cache)
+    for i in range(3):
+        full = f"result {i} " + "r" * 1200
+        cw.add_step(replace(call_step(i, full), cache_hash=cache.store("read_file", full)))
+    await cw.compact()
+    results = [m.content for m in cw.build_prompt() if m.role == "tool"]
+    assert results[0].startswith("[Output pruned to save context.")  # evicted from the cache
+    assert f'hash="{cache.short_hash(cw.steps[1].cache_hash)}"' in results[1]
+    assert results[2].startswith("result 2")

@@ -16,9 +16,19 @@ from sp4rk.memory import (
     render_steps,
     validate_history,
 )
-from sp4rk.memory.fit import fit_history
+from sp4rk.memory.compaction import ROLL_UP_HEADER
+from sp4rk.memory.fit import OMITTED_NOTE, Sized, shrink
 
 from .helpers import call_step, mixed_history, tokens
+
+
+def fit_history(
+    messages: list[Message], goal: int, by_call: dict[str, Step], head: int = 0
+) -> list[Message]:
+    """``messages`` shrunk toward ``goal`` tokens, as ``compact`` fits a strategy's output."""
+    sized = Sized(messages, SimpleTokenCounter())
+    shrink(sized, goal, by_call, head=head)
+    return sized.messages
 
 
 def checked(cw: ContextWindow) -> list[Message]:
@@ -173,21 +183,27 @@ async def test_one_observation_larger_than_the_whole_window(cached: bool) -> Non
         checked(cw)
 
 
-async def test_compacting_again_without_new_steps_escalates() -> None:
-    """The provider overflowed right after a compaction: the next one must at least halve."""
-    cw = ContextWindow(100_000, 1000, task="t", keep_last_n=0)
-    for i in range(40):
-        cw.add_step(call_step(i, observation="q" * 4000))
-    await cw.compact()
-    first = cw.used_tokens()
-    await cw.compact()
-    second = cw.used_tokens()
-    assert second <= first // 2
-    checked(cw)
-    cw.add_step(call_step(40))
+async def test_each_compaction_in_a_row_halves_the_history_once_more() -> None:
+    """The provider overflowed right after a compaction: the next one halves the history.
+
+    Only the history: the system prompt cannot shrink, and halving what was already halved
+    (``used * 0.5 ** k``) would wipe the history by the third attempt.
+    """
+    cw = ContextWindow(100_000, 1000, system_prompt="s" * 8000, task="t", keep_last_n=0)
+    fixed = tokens(cw.build_prompt())
+    for i in range(200):
+        cw.add_step(call_step(i))
+    history = []
+    for _ in range(3):
+        await cw.compact()
+        history.append(cw.used_tokens() - fixed)
+        checked(cw)
+    first, second, third = history
+    assert first // 2 - 300 <= second <= first // 2
+    assert second // 2 - 300 <= third <= second // 2
+    cw.add_step(call_step(200))
     added = cw.used_tokens()
     await cw.compact()  # a new step resets the escalation: masking alone is fine again
-    assert cw.used_tokens() > second // 2
     assert cw.used_tokens() == added  # nothing left to mask: the prompt is kept as it is
 
 
@@ -218,14 +234,45 @@ async def test_the_summary_strategy_in_the_window_keeps_the_task_and_last_steps(
     assert [m.tool_call_id for m in prompt if m.role == "tool"] == ["c10", "c11"]
 
 
-async def test_compaction_keeps_the_provider_offset() -> None:
+async def test_compaction_keeps_a_fixed_provider_extra() -> None:
     cw = ContextWindow(50_000, 1000, task="t", keep_last_n=0)
     for i in range(10):
         cw.add_step(call_step(i))
     prompt = cw.build_prompt()
-    cw.correct_token_count(tokens(prompt) + 900)
+    cw.correct_token_count(tokens(prompt) + 900)  # tool definitions
     await cw.compact()
     assert cw.used_tokens() == tokens(cw.build_prompt()) + 900
+
+
+@pytest.mark.parametrize("ratio", [2.5, 0.55])
+async def test_a_provider_counting_a_multiple_is_still_right_after_compaction(ratio: float) -> None:
+    """The correction is a scale: after compaction shrinks the prompt, it shrinks with it."""
+    cw = ContextWindow(32_000, 4096, system_prompt="sys", task="task", keep_last_n=0)
+    i = 0
+    while cw.check_fill().status == "ok":
+        cw.add_step(call_step(i, "x" * 4000))
+        i += 1
+        cw.correct_token_count(int(tokens(cw.build_prompt()) * ratio))
+    result = await cw.compact()
+    assert result is not None
+    real = tokens(checked(cw)) * ratio
+    eff = cw.effective_max()
+    assert real == pytest.approx(cw.used_tokens(), rel=0.01)
+    assert cw.available_tokens() == pytest.approx(eff - real, abs=0.01 * eff)
+    assert result.after_percent == pytest.approx(real * 100 / eff, abs=1)
+    assert 0.2 * eff < real <= 0.85 * eff * 0.7  # the history is kept, within the target
+
+
+async def test_one_scaled_count_of_a_large_prompt_does_not_wipe_it() -> None:
+    """A resumed run: its first count is 2.5x the estimate, and compaction follows at once."""
+    cw = ContextWindow(32_000, 4096, system_prompt="sys", task="task", keep_last_n=0)
+    cw.seed_steps([call_step(i, "x" * 4000) for i in range(9)])
+    cw.correct_token_count(int(tokens(cw.build_prompt()) * 2.5))
+    assert cw.check_fill().status != "ok"
+    await cw.compact()
+    real = tokens(checked(cw)) * 2.5
+    assert 0.25 * cw.effective_max() < real < 0.85 * cw.effective_max()
+    assert sum(m.role == "tool" for m in cw.build_prompt()) >= 3
 
 
 async def test_ids_in_the_prefix_are_never_reused_by_later_steps() -> None:
@@ -242,7 +289,7 @@ def test_fit_masks_oldest_first_and_stops_when_it_fits() -> None:
     by_call = {s.action.id: s for s in steps if s.action}
     messages = render_steps(steps)
     goal = tokens(messages) - 900
-    out = fit_history(messages, goal, SimpleTokenCounter(), by_call)
+    out = fit_history(messages, goal, by_call)
     results = [m.content for m in out if m.role == "tool"]
     assert "evicted" in results[0]
     assert "evicted" in results[1]
@@ -258,16 +305,14 @@ def test_fit_trims_large_old_inputs_to_valid_json_and_drops_turns_last() -> None
     )
     steps = [big, *[call_step(i) for i in range(1, 40)]]
     messages = render_steps(steps)
-    out = fit_history(
-        messages, 600, SimpleTokenCounter(), {s.action.id: s for s in steps if s.action}
-    )
+    out = fit_history(messages, 600, {s.action.id: s for s in steps if s.action})
     validate_history([Message("user", "t"), *out])
     assert tokens(out) <= 600
     assert out[0].role == "system"
     assert "earlier messages omitted" in out[0].content
     assert out[-1].tool_call_id == "c39"
 
-    trimmed = fit_history(messages, tokens(messages) - 3000, SimpleTokenCounter(), {"w": big})
+    trimmed = fit_history(messages, tokens(messages) - 3000, {"w": big})
     data = json.loads(trimmed[0].tool_calls[0].input)
     assert data["path"] == "a.py"
     assert data["content"].endswith("[8800 chars omitted]")
@@ -279,14 +324,73 @@ async def test_results_a_compaction_kept_in_full_are_pruned_later() -> None:
     for i in range(6):
         cw.add_step(call_step(i))
     await cw.compact()  # the masking fallback keeps c4 and c5 in full
-    assert cw.vulnerable_outputs() == []  # both are the protected last two
+    # c4 and c5 are the protected last two; the masked ones stay at risk of being dropped.
+    assert [v.input_hint for v in cw.vulnerable_outputs()] == ["p0", "p1", "p2", "p3"]
     cw.add_step(call_step(6))
     cw.add_step(call_step(7))
-    assert [v.input_hint for v in cw.vulnerable_outputs()] == ["p4", "p5"]
+    assert [v.input_hint for v in cw.vulnerable_outputs()][-2:] == ["p4", "p5"]
     prompt = checked(cw)
     results = {m.tool_call_id: m.content for m in prompt if m.role == "tool"}
     assert "evicted" in results["c4"]
     assert "evicted" in results["c5"]
     assert results["c7"].startswith("output 7")
     assert cw.used_tokens() == tokens(prompt)
-    assert cw.vulnerable_outputs() == []
+
+
+async def test_a_cut_untrusted_result_is_wrapped_once_with_the_note_outside() -> None:
+    cw = ContextWindow(16_000, 2000, task="t", keep_last_n=0)
+    cw.add_step(call_step(0, "small"))
+    cw.add_step(call_step(1, "W" * 200_000, tool="web_fetch", untrusted=True))
+    await cw.compact()
+    content = checked(cw)[-1].content
+    assert content.startswith('<untrusted-content source="web_fetch">\nWWW')
+    head, close, note = content.partition("W\n</untrusted-content>\n[... cut to fit")
+    assert close and "untrusted" not in head[10:] + note
+    assert note.startswith(" the context window: ")
+
+
+def test_a_fit_drops_the_verbatim_turns_before_the_summaries() -> None:
+    summaries = [Message("system", f"[Summary of steps {i}]\ndigest {i}") for i in range(3)]
+    steps = [call_step(i, observation="r" * 2000) for i in range(10)]
+    by_call = {s.action.id: s for s in steps if s.action}
+    messages = [*summaries, *render_steps(steps)]
+    goal = tokens(summaries) + 700
+    out = fit_history(messages, goal, by_call, head=3)
+    validate_history([Message("user", "t"), *out])
+    assert tokens(out) <= goal
+    assert out[:4] == [*summaries, Message("system", OMITTED_NOTE)]
+    assert out[-1].tool_call_id == "c9"
+    squeezed = fit_history(messages, 180, by_call, head=3)  # summaries go last, oldest first
+    assert squeezed[:3] == [Message("system", OMITTED_NOTE), *summaries[1:]]
+    assert [m.role for m in squeezed[3:]] == ["assistant", "tool"]
+    assert tokens(squeezed) <= 180
+
+
+async def test_steps_that_leave_the_strategy_range_live_on_in_a_rolling_summary() -> None:
+    texts: list[str] = []
+
+    async def summarize(text: str) -> str:
+        texts.append(text)
+        return f"digest {len(texts)}"
+
+    strategy = SummarizationStrategy(summarize, block_size=10, keep_last=2)
+    cw = ContextWindow(16_000, 1000, task="t", strategy=strategy)
+    for i in range(1000):
+        untrusted = i % 50 == 3
+        tool = "web_fetch" if untrusted else "read_file"
+        cw.add_step(call_step(i, f"page {i} " + "x" * 3000, tool=tool, untrusted=untrusted))
+        cw.build_prompt()
+        if cw.check_fill().status != "ok":
+            await cw.compact()
+    prompt = checked(cw)
+    rolling = prompt[1]
+    label, _, body = rolling.content.partition("\n")
+    assert rolling.role == "system"
+    assert label.startswith("[Summary of steps 1-")  # the whole early run, not a bare note
+    through = int(label.removeprefix("[Summary of steps 1-").removesuffix("]"))
+    assert through >= 480
+    assert body.startswith('<untrusted-content source="web_fetch">\ndigest ')
+    assert prompt[2].content.startswith(f"[Summary of steps {through + 1}-")
+    folds = [t for t in texts if t.startswith(ROLL_UP_HEADER)]
+    assert 2 <= len(folds) <= 1000 // 240 + 1
+    assert len(texts) <= 1000 // 10 + 5 * len(folds)  # each block summarised about once

@@ -4,13 +4,15 @@
   incremental token accounting, fill states, pruning and compaction with graceful fallbacks.
 - Compaction strategies (``CompactionStrategy``): :class:`ObservationMaskingStrategy`,
   :class:`SlidingWindowStrategy`, :class:`SummarizationStrategy`, :class:`HierarchicalStrategy`.
-  The window shows a strategy only the newest steps that could fit, as a :class:`StepRange`.
+  The window shows a strategy only the newest steps that could fit, as a :class:`StepRange`;
+  a :class:`RollingSummarizer` also folds the steps that leave it into a running summary.
 - :func:`validate_history` checks that a message list is valid for every provider.
 """
 
 from sp4rk.memory.compaction import (
     HierarchicalStrategy,
     ObservationMaskingStrategy,
+    RollingSummarizer,
     SlidingWindowStrategy,
     StepRange,
     SummarizationStrategy,
@@ -26,6 +28,7 @@ __all__ = [
     "HierarchicalStrategy",
     "InvalidHistoryError",
     "ObservationMaskingStrategy",
+    "RollingSummarizer",
     "SlidingWindowStrategy",
     "StepRange",
     "SummarizationStrategy",

@@ -1,13 +1,16 @@
 """Last-resort shrinking of a compacted history until it fits a token goal.
 
-Used by ``ContextWindow.compact`` when a strategy's output is still too large. It degrades in
-order of what is lost, stopping as soon as the history fits:
+Used by ``ContextWindow.compact`` when a strategy's output (or the current prompt) is still too
+large. It degrades in order of what is lost, stopping as soon as the history fits:
 
-1. oldest first, every turn but the last: tool results masked (a cache reference when the
-   result was cached), long thoughts, tool-call inputs and notes cut;
+1. oldest first, every turn but the last (and but the leading summaries): tool results masked
+   (a cache reference when the result can be read back), long thoughts, tool-call inputs and
+   notes cut;
 2. the last turn's tool results cut to half the goal (the head stays, with a note);
-3. the oldest turns dropped whole, replaced by one note saying that earlier messages went;
-4. the last turn's tool results cut to whatever room is left.
+3. the oldest turns after the leading summaries dropped whole, replaced by one note saying
+   that earlier messages went;
+4. the leading summaries dropped, oldest first (behind the same kind of note);
+5. the last turn's tool results cut to whatever room is left.
 
 Turns are never split: an assistant message and its tool results go together, so the history
 stays valid for every provider. Shrinking is idempotent (a shrunk message shrinks to itself)
@@ -23,11 +26,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from sp4rk._internal.text import INVISIBLE
 from sp4rk.agent.types import Step
 from sp4rk.llm.tokens import TokenCounter
 from sp4rk.llm.types import Message
-from sp4rk.memory.compaction import PRUNED_PLACEHOLDER, SHORT_HASH_CHARS, masked_observation
-from sp4rk.memory.render import ensure_wrapped
+from sp4rk.memory.compaction import NO_CACHE, PRUNED_PLACEHOLDER, ResultRefs
+from sp4rk.memory.render import NO_OUTPUT, is_blank, wrap_for
 
 #: Old assistant text kept, in characters.
 MAX_OLD_TEXT_CHARS = 2000
@@ -79,33 +83,26 @@ class Sized:
         self.messages[index] = message
         self.tokens[index] = tokens
 
-    def cut_front(self, end: int) -> None:
-        """Replace ``messages[:end]`` by the omission note (kept if it is already first)."""
-        if end <= 0:
+    def delete(self, index: int) -> None:
+        """Remove ``messages[index]``."""
+        self.total -= self.tokens.pop(index)
+        del self.messages[index]
+
+    def cut(self, start: int, end: int) -> None:
+        """Replace ``messages[start:end]`` by the omission note (kept if it is already there)."""
+        if end <= start:
             return
-        note = self.messages[0] if is_omitted_note(self.messages[0]) else _omitted_note()
-        note_tokens = self.tokens[0] if note is self.messages[0] else None
-        if note_tokens is None:
-            note_tokens = self.counter.count_messages([note])
-        self.total -= sum(self.tokens[:end]) - note_tokens
-        self.messages[:end] = [note]
-        self.tokens[:end] = [note_tokens]
+        first = self.messages[start]
+        note = first if is_omitted_note(first) else Message("system", OMITTED_NOTE)
+        note_tokens = self.tokens[start] if note is first else self.counter.count_messages([note])
+        self.total -= sum(self.tokens[start:end]) - note_tokens
+        self.messages[start:end] = [note]
+        self.tokens[start:end] = [note_tokens]
 
 
 def is_omitted_note(message: Message) -> bool:
     """Whether ``message`` is the note standing for omitted earlier messages."""
     return message.role == "system" and message.content == OMITTED_NOTE
-
-
-def turns(messages: Sequence[Message]) -> list[tuple[int, int]]:
-    """``(start, end)`` of each turn: an assistant message with its results, or one message."""
-    out: list[tuple[int, int]] = []
-    i, n = 0, len(messages)
-    while i < n:
-        j = turn_end(messages, i)
-        out.append((i, j))
-        i = j
-    return out
 
 
 def turn_end(messages: Sequence[Message], start: int) -> int:
@@ -130,44 +127,37 @@ def last_turn_start(messages: Sequence[Message]) -> int:
 
 
 def smallest_tokens(
-    message: Message, tokens: int, counter: TokenCounter, steps_by_call: Mapping[str, Step]
+    message: Message,
+    tokens: int,
+    counter: TokenCounter,
+    steps_by_call: Mapping[str, Step],
+    refs: ResultRefs = NO_CACHE,
 ) -> int:
     """A lower bound on what ``message`` (counting ``tokens``) takes once shrunk."""
-    shrunk = _shrunk(message, steps_by_call)
+    shrunk = _shrunk(message, steps_by_call, refs)
     return tokens if shrunk is message else min(tokens, counter.count_messages([shrunk]))
 
 
-def fit_history(
-    messages: Sequence[Message],
+def shrink(
+    sized: Sized,
     goal: int,
-    counter: TokenCounter,
     steps_by_call: Mapping[str, Step],
-) -> list[Message]:
-    """``messages`` shrunk (see the module docstring) until they count at most ``goal`` tokens.
-
-    Returns the best it could do, which may still exceed ``goal`` when even the last turn
-    alone is larger; the caller decides whether that is acceptable.
-
-    Args:
-        messages: a valid history (a compacted prefix).
-        goal: token budget for the whole list.
-        counter: the window's token counter.
-        steps_by_call: the step behind each tool call id, for cache references.
-    """
-    sized = Sized(messages, counter)
-    shrink(sized, goal, steps_by_call)
-    return sized.messages
-
-
-def shrink(sized: Sized, goal: int, steps_by_call: Mapping[str, Step], settled: int = 0) -> int:
+    refs: ResultRefs = NO_CACHE,
+    *,
+    settled: int = 0,
+    head: int = 0,
+) -> int:
     """Shrink ``sized`` in place toward ``goal`` tokens (the steps of the module docstring).
 
     Args:
         sized: the history and its counts.
         goal: token budget for the whole list.
         steps_by_call: the step behind each tool call id, for cache references.
+        refs: how results are referred to (checked against the result cache when known).
         settled: a turn boundary before which the messages are already shrunk (a previous
             fit): step 1 starts there.
+        head: how many leading messages are summaries, dropped only after every other turn
+            but the last.
 
     Returns:
         The new ``settled``: the messages before it are shrunk (in the final indexing).
@@ -176,49 +166,67 @@ def shrink(sized: Sized, goal: int, steps_by_call: Mapping[str, Step], settled: 
     if sized.total <= goal or not messages:
         return settled
     last = last_turn_start(messages)
-    i = min(settled, last)
+    head = min(head, last)
+    i = max(min(settled, last), head)
     while i < last:
         j = turn_end(messages, i)
         for k in range(i, j):
-            sized.put(k, _shrunk(messages[k], steps_by_call))
+            sized.put(k, _shrunk(messages[k], steps_by_call, refs))
         i = j
         if sized.total <= goal:
             return i
-    _cap_results(sized, last, goal // 2, steps_by_call)
+    _cap_results(sized, last, goal // 2, steps_by_call, refs)
     if sized.total <= goal:
         return last
-    last -= _drop_oldest(sized, last, goal)
+    last -= _drop_turns(sized, head, last, goal)
+    if sized.total > goal and head:
+        # The summaries go last, behind one note: the one the previous drop left after them
+        # moves to the front.
+        if head < last and is_omitted_note(messages[head]):
+            sized.delete(head)
+            last -= 1
+        last -= _drop_turns(sized, 0, head, goal)
     if sized.total > goal:
-        sized.put(last, _shrunk(messages[last], steps_by_call))
+        sized.put(last, _shrunk(messages[last], steps_by_call, refs))
         others = sized.total - sum(sized.tokens[last + 1 :])
-        _cap_results(sized, last, goal - others, steps_by_call)
+        _cap_results(sized, last, goal - others, steps_by_call, refs)
     return last
 
 
-def _drop_oldest(sized: Sized, last: int, goal: int) -> int:
-    """Drop whole turns before ``last`` from the front; return how many messages went (net)."""
+def _drop_turns(sized: Sized, start: int, stop: int, goal: int) -> int:
+    """Drop the oldest whole turns of ``messages[start:stop]`` until ``goal`` is met.
+
+    One omission note stands for them (a note already at ``start``, or just before it, is
+    reused). Returns how many messages went (net).
+    """
     messages = sized.messages
-    first = 1 if is_omitted_note(messages[0]) else 0
+    if start > 0 and is_omitted_note(messages[start - 1]):
+        start -= 1
+    if start >= stop:
+        return 0
+    first = start + 1 if is_omitted_note(messages[start]) else start
     total = sized.total
-    if not first:
-        total += sized.counter.count_messages([_omitted_note()])
+    if first == start:
+        total += sized.counter.count_messages([Message("system", OMITTED_NOTE)])
     cut = first
-    while cut < last and total > goal:
+    while cut < stop and total > goal:
         end = turn_end(messages, cut)
         total -= sum(sized.tokens[cut:end])
         cut = end
     if cut == first:
         return 0
     before = len(messages)
-    sized.cut_front(cut)
+    sized.cut(start, cut)
     return before - len(messages)
 
 
-def _omitted_note() -> Message:
-    return Message("system", OMITTED_NOTE)
-
-
-def _cap_results(sized: Sized, start: int, budget: int, steps_by_call: Mapping[str, Step]) -> None:
+def _cap_results(
+    sized: Sized,
+    start: int,
+    budget: int,
+    steps_by_call: Mapping[str, Step],
+    refs: ResultRefs,
+) -> None:
     """Cut the tool results of the turn at ``start`` so they take about ``budget`` tokens."""
     end = turn_end(sized.messages, start)
     results = [i for i in range(start, end) if sized.messages[i].role == "tool"]
@@ -232,42 +240,51 @@ def _cap_results(sized: Sized, start: int, budget: int, steps_by_call: Mapping[s
         message = sized.messages[i]
         keep = len(message.content) * share // max(1, tokens)
         step = steps_by_call.get(message.tool_call_id)
-        content = _cut_result(message.content, keep, step)
-        sized.put(i, replace(message, content=_wrapped(content, step)))
+        sized.put(i, replace(message, content=_cut_result(message.content, keep, step, refs)))
 
 
-def _wrapped(content: str, step: Step | None) -> str:
-    """``content`` inside its untrusted boundary when ``step`` is untrusted."""
-    if step is None or not step.is_untrusted or step.action is None:
-        return content
-    return ensure_wrapped(content, step.action.name)
+def _cut_result(content: str, keep_chars: int, step: Step | None, refs: ResultRefs) -> str:
+    """About ``keep_chars`` of a tool result: its head, then a note saying how to get the rest.
 
-
-def _cut_result(text: str, keep_chars: int, step: Step | None) -> str:
-    """The head of a tool result with a note saying how to get the rest."""
+    The head is cut from the raw observation and wrapped once when the step is untrusted; the
+    note (trusted) follows the boundary.
+    """
+    text = content
     where = "re-run the tool with a narrower request if you need more."
-    if step is not None and step.cache_hash:
-        short = step.cache_hash[:SHORT_HASH_CHARS]
-        where = f'the full result is cached: tool_result_read(hash="{short}", start_line=1).'
-    note = (
-        f"\n[... cut to fit the context window: {keep_chars} of {len(text)} chars shown; {where}]"
-    )
-    return text[: max(0, keep_chars - len(note))] + note
+    if step is not None and step.action is not None:
+        text = step.observation.rstrip(INVISIBLE)
+        if is_blank(text):
+            text = NO_OUTPUT
+        reference = refs.reference(step)
+        if reference is not None:
+            where = (
+                f'the full result is cached: tool_result_read(hash="{reference[0]}", start_line=1).'
+            )
+    overhead = len(wrap_for(step, "")) + len(_cut_note(keep_chars, len(text), where))
+    shown = max(0, keep_chars - overhead)
+    return wrap_for(step, text[:shown]) + _cut_note(shown, len(text), where)
 
 
-def _shrunk(message: Message, steps_by_call: Mapping[str, Step]) -> Message:
+def _cut_note(shown: int, total: int, where: str) -> str:
+    return f"\n[... cut to fit the context window: {shown} of {total} chars shown; {where}]"
+
+
+def _shrunk(message: Message, steps_by_call: Mapping[str, Step], refs: ResultRefs) -> Message:
     """``message`` with its bulk replaced: masked result, cut text, trimmed call inputs.
 
     Idempotent, and ``message`` itself when there is nothing to shrink.
     """
     if message.role == "tool":
         step = steps_by_call.get(message.tool_call_id)
-        stand_in = masked_observation(step) if step is not None else None
-        if stand_in is None and step is None and len(message.content) > len(PRUNED_PLACEHOLDER):
+        if step is not None:
+            stand_in = refs.masked(step)
+        elif len(message.content) > len(PRUNED_PLACEHOLDER):
             stand_in = PRUNED_PLACEHOLDER
+        else:
+            stand_in = None
         if stand_in is None:
             return message
-        stand_in = _wrapped(stand_in, step)
+        stand_in = wrap_for(step, stand_in)
         return message if stand_in == message.content else replace(message, content=stand_in)
     content = message.content
     if len(content) > MAX_OLD_TEXT_CHARS + CUT_SLACK_CHARS:

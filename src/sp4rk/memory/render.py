@@ -10,9 +10,10 @@ response, and providers reject a history where one id answers two calls.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Sequence
 
-from sp4rk._internal.text import INVISIBLE, has_visible_content
+from sp4rk._internal.text import INVISIBLE
 from sp4rk._internal.untrusted import strip_untrusted_tags, wrap_untrusted_content
 from sp4rk.agent.types import Step
 from sp4rk.llm.types import Message
@@ -25,40 +26,57 @@ NO_OUTPUT = "(no output)"
 #: ``observe(index, step)`` gives the text shown for a step's observation (masking hooks in here).
 Observe = Callable[[int, Step], str]
 
-_WRAP_OPEN = "<untrusted-content "
 _WRAP_CLOSE = "\n</untrusted-content>"
+#: What Anthropic-style providers do to a tool-call id: anything else becomes ``_``.
+_ID_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def is_blank(text: str) -> bool:
+    """Whether ``text`` shows nothing: only whitespace (Unicode too) and zero-width characters.
+
+    The one emptiness rule shared by rendering and :func:`~sp4rk.memory.validate_history`:
+    providers reject a turn whose text is blank in this sense.
+    """
+    return all(c.isspace() or c in INVISIBLE for c in text)
+
+
+def sanitized_call_id(call_id: str) -> str:
+    """``call_id`` as providers that allow only ``[A-Za-z0-9_-]`` rewrite it."""
+    return _ID_UNSAFE.sub("_", call_id)
 
 
 class CallIds:
     """Gives every tool call an id that is non-empty and unique within one history.
 
     The model's own id is kept when it is new; a missing or reused one becomes
-    ``call_{step index}`` (suffixed until unique). Assignment is append-only, so a step keeps
-    its id for the life of the history.
+    ``call_{step index}`` (suffixed until unique). Ids count as reused when they only differ in
+    characters a provider replaces (``call.1`` and ``call_1``). Assignment is append-only, so a
+    step keeps its id for the life of the history.
     """
 
     __slots__ = ("_used",)
 
     def __init__(self) -> None:
-        self._used: set[str] = set()
+        self._used: set[str] = set()  # sanitised ids
 
     def reserve(self, call_id: str) -> None:
         """Mark ``call_id`` as taken (an id that appears in a compacted prefix)."""
-        self._used.add(call_id)
+        self._used.add(sanitized_call_id(call_id))
 
     def normalize(self, step: Step, index: int) -> Step:
         """``step`` itself when its id is fine, else a copy carrying a fresh unique id."""
         action = step.action
         if action is None:
             return step
-        if action.id and action.id not in self._used:
-            self._used.add(action.id)
+        used = self._used
+        if action.id and (key := sanitized_call_id(action.id)) not in used:
+            used.add(key)
             return step
-        base = action.id or f"call_{index}"
+        base = sanitized_call_id(action.id) if action.id else f"call_{index}"
         candidate, k = f"{base}_{index}" if action.id else base, 1
-        while candidate in self._used:
+        while candidate in used:
             candidate, k = f"{base}_{index}_{k}", k + 1
-        self._used.add(candidate)
+        used.add(candidate)
         return dataclasses.replace(step, action=dataclasses.replace(action, id=candidate))
 
 
@@ -107,10 +125,10 @@ def render_unit(
     """
     first = steps[start]
     unit = steps[start:end]
-    thought = first.thought.rstrip(INVISIBLE)
+    thought = "" if is_blank(first.thought) else first.thought.rstrip(INVISIBLE)
     calls = [s.action for s in unit if s.action is not None]
     # Only the last nudge of a group survives: earlier ones were superseded within one reply.
-    nudges = [s.user_nudge for s in unit if has_visible_content(s.user_nudge)][-1:]
+    nudges = [s.user_nudge for s in unit if not is_blank(s.user_nudge)][-1:]
     out: list[Message] = []
     nudge_only = (
         not calls and not thought and not first.reasoning_content and not first.reasoning_items
@@ -137,7 +155,9 @@ def render_unit(
 def tool_message(step: Step, *, content: str | None = None, wrap_untrusted: bool = True) -> Message:
     """The tool message answering ``step``'s call (``content`` overrides the observation)."""
     assert step.action is not None
-    text = (step.observation if content is None else content).rstrip(INVISIBLE) or NO_OUTPUT
+    text = (step.observation if content is None else content).rstrip(INVISIBLE)
+    if is_blank(text):
+        text = NO_OUTPUT
     if wrap_untrusted and step.is_untrusted:
         text = wrap_untrusted_content(text, step.action.name)
     return Message("tool", content=text, tool_call_id=step.action.id)
@@ -168,15 +188,23 @@ def render_range(
 
 
 def ensure_wrapped(text: str, source: str) -> str:
-    """``text`` inside an untrusted boundary, wrapping it only if it is not already.
+    """``text`` inside an untrusted boundary naming ``source``, wrapping it only if it is not.
 
-    Text counts as wrapped when it is exactly one boundary with no tag left raw inside, which
-    is what :func:`wrap_untrusted_content` produces; a forged boundary with a raw tag inside is
-    wrapped again (and its tags neutralised).
+    Text counts as wrapped when it is exactly what :func:`wrap_untrusted_content` makes of
+    some content for this ``source``: one boundary, that source attribute and nothing else,
+    no tag left raw inside. Anything else (a boundary forged with another source, or with a
+    raw tag inside) is wrapped again, its tags neutralised.
     """
-    if text.startswith(_WRAP_OPEN) and text.endswith(_WRAP_CLOSE):
-        head, sep, body = text.partition(">\n")
-        inner = body[: -len(_WRAP_CLOSE)]
-        if sep and "<" not in head[1:] and strip_untrusted_tags(inner) == inner:
+    opening = wrap_untrusted_content("", source).partition("\n")[0] + "\n"
+    if text.startswith(opening) and text.endswith(_WRAP_CLOSE):
+        inner = text[len(opening) : -len(_WRAP_CLOSE)]
+        if len(opening) + len(_WRAP_CLOSE) <= len(text) and strip_untrusted_tags(inner) == inner:
             return text
     return wrap_untrusted_content(text, source)
+
+
+def wrap_for(step: Step | None, text: str) -> str:
+    """``text`` inside ``step``'s untrusted boundary (exactly once) when the step is untrusted."""
+    if step is None or not step.is_untrusted or step.action is None:
+        return text
+    return ensure_wrapped(text, step.action.name)

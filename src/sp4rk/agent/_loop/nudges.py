@@ -206,7 +206,7 @@ def checklist_batched(count: int) -> str:
     )
 
 
-PRE_WARNING_MARKER = "tool outputs will be pruned from your context soon"
+PRE_WARNING_MARKER = "tool outputs will soon be pruned or dropped from your context"
 
 
 def pre_compaction_warning(fill: float, outputs: list[tuple[str, str]]) -> str:

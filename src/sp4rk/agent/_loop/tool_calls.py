@@ -257,7 +257,7 @@ async def _complete(
         is_untrusted=untrusted,
         cache_hash=cache_hash,
     )
-    extras = _pre_compaction_warning(run) if last else ""
+    extras = _pre_compaction_warning(run, observation) if last else ""
     step.observation += extras + checklist.batching_suffix(run, step)
 
     if verdict is Verdict.OK:
@@ -350,21 +350,29 @@ async def _end(run: Run, output: str, reason: ExitReason) -> ExecutorResult:
     return run.result(output, reason, finished=False)
 
 
-def _pre_compaction_warning(run: Run) -> str:
-    """Once the context nears compaction, name the outputs about to be pruned."""
+def _pre_compaction_warning(run: Run, observation: str) -> str:
+    """Once the context nears compaction, name the outputs about to be pruned or dropped.
+
+    The fill is projected with this response's results, which are not in the context yet:
+    a large result can carry the fill past the warning and the compaction threshold at once.
+    """
     percent = run.s.pre_warning_percent
     if percent <= 0 or run.pre_warning_done:
         return ""
     fill = run.cw.check_fill()
-    if fill.status != "ok" or fill.percent < percent:
+    if fill.status != "ok" or fill.max <= 0:
+        return ""
+    adding = run.pending_tokens() + run.s.token_counter.count(observation)
+    projected = fill.percent + adding / fill.max * 100
+    if projected < percent:
         return ""
     outputs = run.cw.vulnerable_outputs()
     if not outputs:
         return ""
     run.pre_warning_done = True
-    run.diag("pre_compaction_nudge", fill_percent=fill.percent, vulnerable_count=len(outputs))
+    run.diag("pre_compaction_nudge", fill_percent=projected, vulnerable_count=len(outputs))
     return "\n\n" + nudges.pre_compaction_warning(
-        fill.percent, [(o.tool_name, o.input_hint) for o in outputs]
+        projected, [(o.tool_name, o.input_hint) for o in outputs]
     )
 
 
