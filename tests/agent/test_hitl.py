@@ -79,9 +79,7 @@ def test_user_confirm_tool_fails_closed_without_explicit_approval() -> None:
         tools=echo_tools(calls),
     )
     assert calls == []
-    assert (
-        result.steps[0].is_error and "needs a human's confirmation" in result.steps[0].observation
-    )
+    assert result.steps[0].is_error and "needs a human's approval" in result.steps[0].observation
 
 
 def test_user_confirm_tool_runs_once_the_handler_approves_it() -> None:
@@ -111,3 +109,42 @@ def test_set_hitl_handler_none_restores_the_default() -> None:
         setup=lambda ex: ex.set_hitl_handler(None),
     )
     assert result.exit_reason is ExitReason.FINISHED
+
+
+def test_the_handler_sees_the_policy_and_the_judges_reason() -> None:
+    from sp4rk.tools import ToolPolicy, ToolResult
+
+    class Shell:
+        name = "shell"
+        description = "runs commands"
+        input_schema = {"type": "object"}  # noqa: RUF012
+        default_policy = ToolPolicy.ALWAYS_ALLOW
+        is_untrusted = False
+
+        async def execute(self, ctx: RunContext, input: str) -> ToolResult:
+            return ToolResult("ran " + "." * 60)
+
+        def judge(self, ctx: RunContext, input: str) -> str:
+            return "it deletes files" if "rm" in input else ""
+
+    seen: list[tuple[object, str]] = []
+
+    class Asks(HITLHandler):
+        async def on_tool_call(
+            self, ctx: RunContext, tool_name: str, input: str
+        ) -> HITLToolDecision | None:
+            seen.append((ctx.tool_policy, ctx.tool_review))
+            return HITLToolDecision(allow=True) if ctx.tool_review else None
+
+    from sp4rk.tools import Registry
+
+    result, _, _ = run(
+        [
+            tool_calls_response(("shell", {"c": "ls"}), ("shell", {"c": "rm x"})),
+            finish_response("d"),
+        ],
+        tools=Registry([Shell()]),
+        hitl=Asks(),
+    )
+    assert seen == [(ToolPolicy.ALWAYS_ALLOW, ""), (ToolPolicy.USER_CONFIRM, "it deletes files")]
+    assert [s.observation[:3] for s in result.steps[:2]] == ["ran", "ran"]

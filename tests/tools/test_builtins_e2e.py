@@ -144,7 +144,7 @@ async def test_confirmation_fails_closed_and_policies_hold(tmp_path: Path) -> No
         registry.list(), ContextWindow(task="t"), RunContext(workspace=tmp_path)
     )
     steps = steps_by_tool(result.steps)
-    assert "needs a human's confirmation" in steps["write_file"].observation
+    assert "needs a human's approval" in steps["write_file"].observation
     assert "needs the user's approval because it names /etc/hostname" in (
         steps["bash_exec"].observation
     )

@@ -45,12 +45,13 @@ async def test_unknown_tool_is_an_error_listing_what_exists() -> None:
     assert result.is_error and result.content == "tool not found: nope. Available tools: read_file"
 
 
-async def test_policies_deny_confirm_and_allow() -> None:
+async def test_policies_deny_confirm_and_allow(caplog: pytest.LogCaptureFixture) -> None:
     registry = Registry([read_file, deploy, format_disk])
     denied = await registry.execute(RunContext(), "format_disk", "{}")
     assert denied.is_error and "blocked by security policy" in denied.content
     unconfirmed = await registry.execute(RunContext(), "deploy", '{"env": "prod"}')
-    assert unconfirmed.is_error and "HITLToolDecision(allow=True)" in unconfirmed.content
+    assert unconfirmed.is_error and "needs a human's approval" in unconfirmed.content
+    assert "HITLToolDecision(allow=True)" in caplog.text  # the host is told how to allow it
     approved = await registry.execute(
         RunContext(tool_call_approved=True), "deploy", '{"env": "prod"}'
     )
@@ -114,3 +115,36 @@ def test_cache_strategy_follows_content_backed_readers() -> None:
 def test_non_tools_are_refused() -> None:
     with pytest.raises(TypeError, match="not a Tool"):
         Registry().register(object())  # type: ignore[arg-type]
+
+
+class Judged:
+    """An ALWAYS_ALLOW tool whose judge flags some calls."""
+
+    name = "shell"
+    description = "runs commands"
+    input_schema = {"type": "object"}  # noqa: RUF012
+    default_policy = ToolPolicy.ALWAYS_ALLOW
+    is_untrusted = False
+
+    async def execute(self, ctx: RunContext, input: str) -> ToolResult:
+        return ToolResult("ran")
+
+    def judge(self, ctx: RunContext, input: str) -> str:
+        return "it reaches the network" if "curl" in input else ""
+
+
+async def test_a_judge_escalates_single_calls_to_confirmation() -> None:
+    registry = Registry([Judged()])  # type: ignore[list-item]
+    ctx = RunContext()
+    assert registry.review(ctx, "shell", '{"c": "ls"}').policy is ToolPolicy.ALWAYS_ALLOW  # type: ignore[union-attr]
+    review = registry.review(ctx, "shell", '{"c": "curl x"}')
+    assert review is not None and review.policy is ToolPolicy.USER_CONFIRM
+    assert review.reason == "it reaches the network"
+    assert registry.review(ctx, "nope", "{}") is None
+    assert (await registry.execute(ctx, "shell", '{"c": "ls"}')).content == "ran"
+    refused = await registry.execute(ctx, "shell", '{"c": "curl x"}')
+    assert refused.is_error and "because it reaches the network" in refused.content
+    approved = await registry.execute(
+        RunContext(tool_call_approved=True), "shell", '{"c": "curl x"}'
+    )
+    assert approved.content == "ran"

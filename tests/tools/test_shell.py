@@ -183,7 +183,7 @@ async def test_registry_policies_still_apply(ws: Path, bash: Tool) -> None:
     registry.set_policy("bash_exec", ToolPolicy.USER_CONFIRM)
     unconfirmed = await registry.execute(RunContext(), "bash_exec", '{"command": "echo hi"}')
     assert unconfirmed.is_error
-    assert "needs a human's confirmation" in unconfirmed.content
+    assert "needs a human's approval" in unconfirmed.content
     registry.set_policy("bash_exec", ToolPolicy.ALWAYS_DENY)
     denied = await registry.execute(
         RunContext(tool_call_approved=True), "bash_exec", '{"command": "echo hi"}'

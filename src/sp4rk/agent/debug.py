@@ -9,10 +9,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from sp4rk.agent.protocols import LLMCaller, StreamingLLMCaller
-from sp4rk.llm.cassette import dump_record
+from sp4rk.llm.cassette import exchange_lines
 from sp4rk.llm.types import ChatRequest, ChatResponse, TokenUsage
 
 
@@ -48,10 +49,12 @@ class DumpCaller(_Decorator):
     """Writes every request and response as one JSON object per line to ``writer``.
 
     Records: ``{"ts", "direction": "request"|"response", "data", "error", "error_type"}`` with a
-    UTC ISO-8601 timestamp; the error fields appear only on a failed call (``data`` is then
-    ``null``). The same format is what ``sp4rk.llm.cassette.ReplayLLM`` replays. With
-    ``writer=None`` nothing is written. Write failures are logged (through ``logger``, if
-    given) and never affect the call.
+    UTC ISO-8601 timestamp (the request's is when it was sent); the error fields appear only
+    on a failed call (``data`` is then ``null``, and an ``LLMError``'s status, retryability
+    and code are kept too). The same format is what ``sp4rk.llm.cassette.ReplayLLM`` replays:
+    a call's two lines are written together when it ends, so concurrent calls never
+    interleave (a cancelled call is not written). With ``writer=None`` nothing is written.
+    Write failures are logged (through ``logger``, if given) and never affect the call.
     """
 
     def __init__(
@@ -65,20 +68,20 @@ class DumpCaller(_Decorator):
     async def _around(self, request: ChatRequest, send: Callable[[], Any]) -> ChatResponse:
         if self.writer is None:
             return await super()._around(request, send)
-        self._write(dump_record("request", request.to_dict()))
+        sent = datetime.now(UTC)
         try:
             response: ChatResponse = await send()
         except Exception as exc:
-            self._write(dump_record("response", None, exc))
+            self._write(exchange_lines(request, sent, None, exc))
             raise
-        self._write(dump_record("response", response.to_dict()))
+        self._write(exchange_lines(request, sent, response))
         return response
 
-    def _write(self, line: str) -> None:
+    def _write(self, lines: str) -> None:
         try:
             with self._lock:
                 assert self.writer is not None
-                self.writer.write(line + "\n")
+                self.writer.write(lines)
                 flush = getattr(self.writer, "flush", None)
                 if callable(flush):
                     flush()

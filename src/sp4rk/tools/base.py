@@ -95,6 +95,23 @@ class Tool(Protocol):
 
 
 @runtime_checkable
+class ToolJudge(Protocol):
+    """A tool that decides per call whether a human must confirm it (a shell's rule set)."""
+
+    def judge(self, ctx: RunContext, input: str) -> str:
+        """Why this call needs a human's confirmation, or ``""`` when it does not."""
+        ...
+
+
+@dataclass(slots=True, frozen=True)
+class ToolReview:
+    """The policy that applies to one call, and why (a judge's reason, when it escalated)."""
+
+    policy: ToolPolicy
+    reason: str = ""
+
+
+@runtime_checkable
 class ContentBackedReader(Protocol):
     """A tool whose results the executor should cache in memory by content."""
 

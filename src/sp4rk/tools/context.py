@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from sp4rk.tools.base import ToolPolicy
 from sp4rk.tools.result_cache import ToolResultCache
 from sp4rk.tools.stores import AttachmentStore, FactStore, FinalResultStore, StepOutputStore
 from sp4rk.tools.truncation import ToolTruncationConfig
@@ -75,6 +76,10 @@ class RunContext:
     """Set by the executor while a call runs that the HITL handler explicitly approved.
 
     ``Registry`` runs ``USER_CONFIRM`` tools only when this is true (fail closed)."""
+    tool_policy: ToolPolicy | None = None
+    """Set on the context handed to ``HITLHandler.on_tool_call``: the policy for this call."""
+    tool_review: str = ""
+    """With it: why the call needs confirmation (a tool's judge, e.g. the shell rule set)."""
 
     def replace(self, **changes: Any) -> RunContext:
         """A copy of this context with ``changes`` applied."""

@@ -12,8 +12,10 @@ from sp4rk.tools.base import (
     ContentBackedReader,
     Tool,
     ToolDescriptor,
+    ToolJudge,
     ToolPolicy,
     ToolResult,
+    ToolReview,
     guarded_execute,
 )
 from sp4rk.tools.context import RunContext
@@ -111,6 +113,22 @@ class Registry:
             return None
         return self._policy_overrides.get(name, entry.tool.default_policy)
 
+    def review(self, ctx: RunContext, name: str, input: str) -> ToolReview | None:
+        """The policy for this call; ``None`` when the tool is unknown.
+
+        That is the tool's policy (or its override), escalated to ``USER_CONFIRM`` when an
+        ``ALWAYS_ALLOW`` tool's judge flags the call.
+        """
+        entry = self._entries.get(name)
+        if entry is None:
+            return None
+        policy = self._policy_overrides.get(name, entry.tool.default_policy)
+        if policy is ToolPolicy.ALWAYS_ALLOW and isinstance(entry.tool, ToolJudge):
+            reason = entry.tool.judge(ctx, input)
+            if reason:
+                return ToolReview(ToolPolicy.USER_CONFIRM, reason)
+        return ToolReview(policy)
+
     def get(self, name: str) -> Tool | None:
         """The tool called ``name``, or ``None``."""
         entry = self._entries.get(name)
@@ -136,17 +154,26 @@ class Registry:
         if entry is None:
             known = ", ".join(sorted(self._entries)) or "(none)"
             return ToolResult(f"tool not found: {name}. Available tools: {known}", is_error=True)
-        policy = self._policy_overrides.get(name, entry.tool.default_policy)
-        if policy is ToolPolicy.ALWAYS_DENY:
+        review = self.review(ctx, name, input)
+        assert review is not None
+        if review.policy is ToolPolicy.ALWAYS_DENY:
             return ToolResult(
                 f"blocked by security policy: tool {name!r} is not allowed to run", is_error=True
             )
-        if policy is ToolPolicy.USER_CONFIRM and not ctx.tool_call_approved:
+        if review.policy is ToolPolicy.USER_CONFIRM and not ctx.tool_call_approved:
+            logger.warning(
+                "refused %s: it needs a human's confirmation%s; approve it with a HITLHandler "
+                "whose on_tool_call returns HITLToolDecision(allow=True), or allow the tool with "
+                "Registry.set_policy(%r, ToolPolicy.ALWAYS_ALLOW)",
+                name,
+                f" ({review.reason})" if review.reason else "",
+                name,
+            )
+            why = f" because {review.reason}" if review.reason else ""
             return ToolResult(
-                f"tool {name!r} needs a human's confirmation and none was given. The host can "
-                "approve it with a HITLHandler whose on_tool_call returns "
-                "HITLToolDecision(allow=True), or allow it with "
-                f"Registry.set_policy({name!r}, ToolPolicy.ALWAYS_ALLOW).",
+                f"Not run: {name} needs a human's approval{why}, and no one approved it in this "
+                "run. Find another way that stays inside the workspace, or explain in your "
+                "answer why this call is needed.",
                 is_error=True,
             )
         return await guarded_execute(name, lambda: entry.tool.execute(ctx, input), logger)

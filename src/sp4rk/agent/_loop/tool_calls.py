@@ -33,9 +33,10 @@ from sp4rk.agent._loop.replies import response_head, response_tokens
 from sp4rk.agent._loop.results import process_tool_result
 from sp4rk.agent._loop.state import RESULT_READ_TOOL, Flow, Run
 from sp4rk.agent._loop.verification import flush_verification, note_call, verification_note
+from sp4rk.agent.hitl import HITLToolDecision
 from sp4rk.agent.types import ExecutorResult, ExitReason, Step
 from sp4rk.llm.types import ChatResponse, ToolCall
-from sp4rk.tools.base import PARSE_ERROR_PREFIX, ToolResult, guarded_execute
+from sp4rk.tools.base import PARSE_ERROR_PREFIX, ToolResult, ToolReview, guarded_execute
 from sp4rk.tools.builtins.finish import FINISH_TOOL_NAME, parse_finish_answer
 
 
@@ -197,7 +198,7 @@ async def _approve(
     if verdict is not Verdict.OK:
         return await _repeat_intercept(run, call, idx, head, r.tokens, r.group, verdict)
 
-    decision = await run.s.hitl.on_tool_call(run.ctx, name, raw) if run.asks_tool_calls else None
+    decision = await _ask_human(run, name, raw) if run.asks_tool_calls else None
     if decision is None:
         return _Approved(call, idx, key, source, raw, approved=False)
     if not decision.allow:
@@ -207,6 +208,16 @@ async def _approve(
         run.emit("tool_result", run.step, idx, len(observation), observation, True)
         return _Deferred(_step(head, call, observation, True, r.tokens, r.group), _Next.REJECTED)
     return _Approved(call, idx, key, source, decision.modified_input or raw, approved=True)
+
+
+async def _ask_human(run: Run, name: str, raw: str) -> HITLToolDecision | None:
+    """``on_tool_call``, with the call's policy and any judge's reason on the context."""
+    review_of = getattr(run.tools, "review", None)
+    review = review_of(run.tool_ctx, name, raw) if callable(review_of) else None
+    ctx = run.ctx
+    if isinstance(review, ToolReview):
+        ctx = ctx.replace(tool_policy=review.policy, tool_review=review.reason)
+    return await run.s.hitl.on_tool_call(ctx, name, raw)
 
 
 async def _complete(
