@@ -28,6 +28,35 @@ def by_name(tools: list[Tool]) -> dict[str, Tool]:
     return {t.name: t for t in tools}
 
 
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie awaiting its reaper counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
+async def gone(pid: int, within: float = 10.0) -> bool:
+    """Whether process ``pid`` exits within ``within`` seconds (a pidfd says when it does)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    loop = asyncio.get_running_loop()
+    exited = loop.create_future()
+    loop.add_reader(fd, lambda: exited.done() or exited.set_result(None))
+    try:
+        await asyncio.wait_for(exited, within)
+    except TimeoutError:
+        return False
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)
+    return True
+
+
 def snapshot(root: Path) -> dict[str, str]:
     """Every entry under ``root`` (links not followed) with its content or link target."""
     state: dict[str, str] = {}

@@ -70,6 +70,23 @@ def dotted() -> str:
     return "dotted ok"
 
 
+@app.tool(name="dotted_name")
+def underscored() -> str:
+    """A tool whose name equals the previous one's once that is made valid."""
+    return "underscored"
+
+
+@app.tool()
+def finish(answer: str) -> str:
+    """A tool whose name is reserved for the executor's own finish tool."""
+    return answer
+
+
+@app.tool(description="A tool with a very long description. " + "Blah. " * 500)
+def verbose() -> str:
+    return "verbose"
+
+
 def serve_http() -> None:
     import uvicorn
 

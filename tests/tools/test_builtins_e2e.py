@@ -34,6 +34,17 @@ class Approver(HITLHandler):
         return HITLToolDecision(allow=True) if tool_name in self.approve else None
 
 
+class ReviewApprover(HITLHandler):
+    """Approves exactly the calls a tool's judge flagged, and records what it was told."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, ToolPolicy | None, str]] = []
+
+    async def on_tool_call(self, ctx: RunContext, tool_name: str, input: str) -> Any:
+        self.seen.append((tool_name, ctx.tool_policy, ctx.tool_review))
+        return HITLToolDecision(allow=True) if ctx.tool_review else None
+
+
 def unchecked(executor: Executor) -> Executor:
     """The checklist gate is on whenever update_checklist is offered; these runs keep none."""
     executor.set_checklist_gate_enabled(False)
@@ -145,8 +156,9 @@ async def test_confirmation_fails_closed_and_policies_hold(tmp_path: Path) -> No
     )
     steps = steps_by_tool(result.steps)
     assert "needs a human's approval" in steps["write_file"].observation
-    assert "needs the user's approval because it names /etc/hostname" in (
-        steps["bash_exec"].observation
+    assert (
+        "needs a human's approval because it names /etc/hostname, which is outside the "
+        "workspace" in steps["bash_exec"].observation
     )
     assert "blocked by security policy" in steps["delete_file"].observation
     assert steps["edit_file"].observation.startswith("[Tool call rejected: not today]")
@@ -156,19 +168,43 @@ async def test_confirmation_fails_closed_and_policies_hold(tmp_path: Path) -> No
     assert (tmp_path / "keep.txt").read_text() == "keep"
 
 
-async def test_an_approved_risky_command_runs(tmp_path: Path) -> None:
+async def test_a_flagged_command_is_put_to_the_human_with_the_reason(tmp_path: Path) -> None:
     registry = Registry()
     register_builtins(registry, tmp_path)
+    llm = ScriptedLLM(
+        [
+            tool_calls_response(("bash_exec", {"command": "ls / >/dev/null && echo listed"})),
+            tool_calls_response(("bash_exec", {"command": "echo safe"})),
+            finish_response("done"),
+        ]
+    )
+    hitl = ReviewApprover()
+    result = await unchecked(Executor(llm, registry, 5, hitl=hitl)).run(
+        registry.list(), ContextWindow(task="t"), RunContext(workspace=tmp_path)
+    )
+    observations = [s.observation for s in result.steps if s.action and s.action.name != "finish"]
+    assert observations == ["listed\n", "safe\n"]
+    assert hitl.seen[:2] == [
+        ("bash_exec", ToolPolicy.USER_CONFIRM, "it names /, which is outside the workspace"),
+        ("bash_exec", ToolPolicy.ALWAYS_ALLOW, ""),
+    ]
+
+
+async def test_confirm_risky_commands_off_runs_flagged_commands_unasked(tmp_path: Path) -> None:
+    registry = Registry()
+    register_builtins(registry, tmp_path, confirm_risky_commands=False)
     llm = ScriptedLLM(
         [
             tool_calls_response(("bash_exec", {"command": "ls / >/dev/null && echo listed"})),
             finish_response("done"),
         ]
     )
-    result = await unchecked(Executor(llm, registry, 5, hitl=Approver({"bash_exec"}))).run(
+    hitl = ReviewApprover()
+    result = await unchecked(Executor(llm, registry, 5, hitl=hitl)).run(
         registry.list(), ContextWindow(task="t"), RunContext(workspace=tmp_path)
     )
     assert steps_by_tool(result.steps)["bash_exec"].observation == "listed\n"
+    assert hitl.seen[0] == ("bash_exec", ToolPolicy.ALWAYS_ALLOW, "")
 
 
 async def test_mcp_tools_in_a_run_are_untrusted_and_cached_with_the_ttl(tmp_path: Path) -> None:

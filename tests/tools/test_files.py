@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import stat
+import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from sp4rk.tools import RunContext, Tool, ToolPolicy
 from sp4rk.tools.base import PARSE_ERROR_PREFIX
 from sp4rk.tools.builtins import builtin_tools
-from sp4rk.tools.builtins.edit import nearest_candidates
+from sp4rk.tools.builtins import files as files_module
+from sp4rk.tools.builtins.edit import MAX_FUZZY_WORK, WorkBudget, nearest_candidates
 from sp4rk.tools.builtins.files import MAX_LINE_BYTES
 from tests.tools.builtin_helpers import by_name, call
 
@@ -80,11 +84,34 @@ async def test_invalid_utf8_is_tolerated(ws: Path, tools: dict[str, Tool]) -> No
 
 
 async def test_a_huge_line_is_cut_without_loading_it(ws: Path, tools: dict[str, Tool]) -> None:
-    (ws / "wide.txt").write_bytes(b"x" * (3 * MAX_LINE_BYTES) + b"\nnext\n")
-    result = await call(tools["read_file"], path="wide.txt")
+    (ws / "wide.txt").write_bytes(b"x" * (24 * MAX_LINE_BYTES) + b"\nnext\n")
+    tracemalloc.start()
+    try:
+        result = await call(tools["read_file"], path="wide.txt")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
     assert "Lines 1-2 of 2" in result.content
     assert f"[...line 1 truncated at {MAX_LINE_BYTES} bytes...]" in result.content
     assert result.content.endswith("next\n")
+    assert peak < 8 * MAX_LINE_BYTES  # the 24 MiB line never sat in memory whole
+
+
+async def test_counting_the_lines_of_a_huge_file_is_capped(
+    ws: Path, tools: dict[str, Tool], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (ws / "big.txt").write_text("".join(f"{i}\n" for i in range(1, 1001)))
+    result = await call(tools["read_file"], path="big.txt", end_line=2)
+    assert result.content.startswith("[File: big.txt | Lines 1-2 of 1000 |")
+    monkeypatch.setattr(files_module, "MAX_COUNT_BYTES", 100)
+    capped = await call(tools["read_file"], path="big.txt", end_line=2)
+    # lines 3.. are 2 bytes each up to line 9, then 3 bytes: 100 bytes reach line 38
+    assert capped.content.startswith("[File: big.txt | Lines 1-2 of at least 38 |")
+    assert capped.content.endswith("[Use start_line=3 to continue reading]")
+    (ws / "open.txt").write_text("a\nb\nc")  # no final newline: still three lines
+    assert (
+        "Lines 1-1 of 3 " in (await call(tools["read_file"], path="open.txt", end_line=1)).content
+    )
 
 
 async def test_long_files_default_to_2000_lines(ws: Path, tools: dict[str, Tool]) -> None:
@@ -94,15 +121,44 @@ async def test_long_files_default_to_2000_lines(ws: Path, tools: dict[str, Tool]
     assert result.content.endswith("[Use start_line=2001 to continue reading]")
 
 
-async def test_directories_and_fifos_are_not_read(ws: Path, tools: dict[str, Tool]) -> None:
+async def test_directories_and_fifos_are_not_read(
+    ws: Path, tools: dict[str, Tool], monkeypatch: pytest.MonkeyPatch
+) -> None:
     (ws / "d").mkdir()
     os.mkfifo(ws / "pipe")
+    opened: list[str] = []
+    real_open = os.open
+
+    def recording_open(path: Any, *args: Any, **kwargs: Any) -> int:
+        opened.append(os.fsdecode(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", recording_open)
     directory = await call(tools["read_file"], path="d")
     assert directory.is_error
     assert "is a directory" in directory.content
     fifo = await call(tools["read_file"], path="pipe")
     assert fifo.is_error
     assert "not a regular file" in fifo.content
+    assert "pipe" not in opened  # checked by name: a FIFO is never opened
+
+
+async def test_a_file_replaced_while_it_is_opened_is_refused(
+    ws: Path, tools: dict[str, Tool], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (ws / "f.txt").write_text("checked\n")
+    real_open = os.open
+
+    def replacing_open(path: Any, *args: Any, **kwargs: Any) -> int:
+        if path == "f.txt":
+            (ws / "new.txt").write_text("swapped in\n")
+            (ws / "new.txt").replace(ws / "f.txt")
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", replacing_open)
+    result = await call(tools["read_file"], path="f.txt")
+    assert result.is_error
+    assert result.content == "'f.txt' was replaced while it was being opened; try again"
 
 
 async def test_missing_files_and_bad_input(tools: dict[str, Tool]) -> None:
@@ -192,6 +248,73 @@ def test_nearest_candidates_skips_overlaps_and_weak_matches() -> None:
     found = nearest_candidates(text, "alpha beta")
     assert [(first, last) for first, last, _, _ in found] == [(1, 1), (3, 3)]
     assert nearest_candidates(text, "completely different words here") == []
+
+
+class CountingMatcher(difflib.SequenceMatcher):  # type: ignore[type-arg]
+    """Counts the characters compared (len(a) * len(b) per ratio) by every instance."""
+
+    work = 0
+    limit = 0
+
+    def ratio(self) -> float:
+        CountingMatcher.work += len(self.a) * len(self.b)
+        assert CountingMatcher.work <= CountingMatcher.limit, "the near-match search ran away"
+        return super().ratio()
+
+
+def source_lines(count: int, salt: str) -> list[str]:
+    return [
+        f"    value_{salt}_{i} = compute({i}, '{salt}' * {i % 7})  # step {i}" for i in range(count)
+    ]
+
+
+@pytest.mark.parametrize(("file_lines", "old_lines"), [(2630, 10), (2630, 100), (20000, 60)])
+def test_a_large_miss_is_searched_within_a_fixed_budget(
+    monkeypatch: pytest.MonkeyPatch, file_lines: int, old_lines: int
+) -> None:
+    monkeypatch.setattr(difflib, "SequenceMatcher", CountingMatcher)
+    monkeypatch.setattr(CountingMatcher, "work", 0)
+    monkeypatch.setattr(CountingMatcher, "limit", MAX_FUZZY_WORK)
+    lines = source_lines(file_lines, "a")
+    wanted = lines[1500 : 1500 + old_lines]
+    wanted[old_lines // 2] = "    a line the model misremembered entirely = 1"
+    budget = WorkBudget(MAX_FUZZY_WORK)
+    found = nearest_candidates("\n".join(lines), "\n".join(wanted), budget)
+    assert found[0][:2] == (1501, 1500 + old_lines)
+    assert budget.spent <= MAX_FUZZY_WORK
+    assert CountingMatcher.work <= budget.spent
+
+
+def test_an_adversarial_miss_stays_within_the_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(difflib, "SequenceMatcher", CountingMatcher)
+    monkeypatch.setattr(CountingMatcher, "work", 0)
+    monkeypatch.setattr(CountingMatcher, "limit", MAX_FUZZY_WORK)
+    text = "\n".join(("ab" * 1500) for _ in range(300))
+    budget = WorkBudget(MAX_FUZZY_WORK)
+    nearest_candidates(text, "ba" * 1900, budget)
+    assert budget.spent <= MAX_FUZZY_WORK
+
+
+async def test_a_large_miss_through_the_tool_names_the_region(
+    ws: Path, tools: dict[str, Tool]
+) -> None:
+    lines = source_lines(2630, "b")
+    (ws / "big.py").write_text("\n".join(lines) + "\n")
+    wanted = [line.replace("compute", "computer") for line in lines[2000:2100]]
+    result = await call(
+        tools["edit_file"], path="big.py", old_string="\n".join(wanted), new_string="x"
+    )
+    assert result.is_error
+    assert "--- lines 2001-2100 (" in result.content
+    assert result.content.endswith("The file was not changed.")
+
+
+async def test_a_whitespace_only_difference_is_named(ws: Path, tools: dict[str, Tool]) -> None:
+    (ws / "m.py").write_text("def f():\n    return 1\n")
+    result = await call(
+        tools["edit_file"], path="m.py", old_string="def f():\n  return 1", new_string="x"
+    )
+    assert "--- lines 1-2 (differs only in whitespace):" in result.content
 
 
 async def test_several_edits_apply_in_order_or_not_at_all(ws: Path, tools: dict[str, Tool]) -> None:
@@ -284,8 +407,16 @@ async def test_create_directory_is_idempotent(ws: Path, tools: dict[str, Tool]) 
     assert not (await call(tools["create_directory"], path="x/y")).is_error
     (ws / "file").write_text("x")
     clash = await call(tools["create_directory"], path="file/sub")
-    assert clash.is_error
-    assert "not a directory" in clash.content
+    assert clash.content == "'file/sub': 'file' is a file, not a directory"
+    itself = await call(tools["create_directory"], path="file")
+    assert itself.content == "'file' is a file, not a directory"
+
+
+async def test_listing_a_file_says_it_is_a_file(ws: Path, tools: dict[str, Tool]) -> None:
+    (ws / "f.txt").write_text("x")
+    result = await call(tools["list_directory"], path="f.txt")
+    assert result.is_error
+    assert result.content == "'f.txt' is a file, not a directory"
 
 
 async def test_list_directory_format(ws: Path, tools: dict[str, Tool]) -> None:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any, TextIO
@@ -14,10 +15,14 @@ import pytest
 
 from sp4rk.tools import Registry, RunContext, ToolPolicy
 from sp4rk.tools.builtins import register_builtins
+from tests.tools.builtin_helpers import alive, gone
 
 pytest.importorskip("mcp", reason="the MCP gateway needs the sp4rk[mcp] extra")
 
-from sp4rk.tools.mcp import MCPGateway, MCPServerConfig, render_result
+from mcp.types import ListToolsResult
+
+from sp4rk.tools import mcp as mcp_module
+from sp4rk.tools.mcp import MAX_DESCRIPTION_CHARS, MCPGateway, MCPServerConfig, render_result
 
 SERVER = str(Path(__file__).with_name("mcp_demo_server.py"))
 
@@ -45,21 +50,10 @@ async def run(registry: Registry, name: str, raw: str = "{}") -> tuple[str, bool
     return result.content, result.is_error
 
 
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-async def gone(pid: int, within: float = 10.0) -> bool:
-    deadline = time.monotonic() + within
-    while alive(pid):
-        if time.monotonic() > deadline:
-            return False
-        await asyncio.sleep(0.05)
-    return True
+REGISTERED = ["add", "crash", "dotted_name", "env_probe", "fail", "hang", "pid", "verbose"]
+CLASH = {
+    "dotted_name": "its name becomes 'dotted_name', which 'dotted.name' from 'demo' already uses"
+}
 
 
 async def test_tools_are_discovered_registered_and_never_shadow_builtins(
@@ -69,10 +63,12 @@ async def test_tools_are_discovered_registered_and_never_shadow_builtins(
     register_builtins(registry, tmp_path)
     builtin_read = registry.get("read_file")
     report = await gateway.register(registry)
-    assert sorted(report.registered) == [
-        "add", "crash", "dotted_name", "env_probe", "fail", "hang", "pid",
-    ]  # fmt: skip
-    assert report.skipped == {"read_file": "the name is taken by a tool from 'core'"}
+    assert sorted(report.registered) == REGISTERED
+    assert report.skipped == {
+        "read_file": "the name is taken by a tool from 'core'",
+        "finish": "the name is taken by a tool from 'core'",
+        **CLASH,
+    }
     assert report.failed == {}
     assert registry.get("read_file") is builtin_read
     descriptor = next(d for d in registry.list() if d.name == "add")
@@ -84,6 +80,24 @@ async def test_tools_are_discovered_registered_and_never_shadow_builtins(
     assert registry.is_tool_untrusted("add")
     assert registry.get_tool_source("add") == "demo"
     assert registry.policy("add") is ToolPolicy.ALWAYS_ALLOW
+
+
+async def test_reserved_names_and_name_clashes_are_skipped_without_builtins(
+    gateway: MCPGateway,
+) -> None:
+    registry = Registry()
+    report = await gateway.register(registry)
+    assert sorted(report.registered) == REGISTERED
+    assert report.skipped == {
+        "read_file": "the name 'read_file' is reserved for a built-in tool",
+        "finish": "the name 'finish' is reserved for a built-in tool",
+        **CLASH,
+    }
+    assert await run(registry, "dotted_name") == ("dotted ok", False)
+    description = next(d.description for d in registry.list() if d.name == "verbose")
+    assert len(description) == MAX_DESCRIPTION_CHARS + 1
+    assert description.startswith("A tool with a very long description. Blah.")
+    assert description.endswith("…")
 
 
 async def test_calls_results_and_errors(
@@ -128,6 +142,54 @@ async def test_a_crashed_server_is_restarted_on_next_use(gateway: MCPGateway) ->
     second_pid = int((await run(registry, "pid"))[0])
     assert second_pid != first_pid
     assert await run(registry, "add", '{"a": 2, "b": 2}') == ("4", False)
+
+
+async def test_a_server_that_dies_while_idle_is_reconnected_before_the_next_call(
+    gateway: MCPGateway,
+) -> None:
+    registry = Registry()
+    await gateway.register(registry)
+    first_pid = int((await run(registry, "pid"))[0])
+    runner = next(t for t in asyncio.all_tasks() if t.get_name() == "mcp:demo")
+    os.kill(first_pid, signal.SIGKILL)  # the server the gateway started for this test
+    await asyncio.wait_for(runner, 10)  # the gateway noticed the closed connection
+    assert await run(registry, "add", '{"a": 1, "b": 2}') == ("3", False)
+    assert int((await run(registry, "pid"))[0]) != first_pid
+
+
+async def test_the_tool_list_is_read_page_by_page(monkeypatch: pytest.MonkeyPatch) -> None:
+    pages = {
+        None: {"tools": [{"name": "one", "inputSchema": {"type": "object"}}], "nextCursor": "2"},
+        "2": {"tools": [{"name": "two", "inputSchema": {"type": "object"}}], "nextCursor": "3"},
+        "3": {"tools": [{"name": "three", "inputSchema": {"type": "object"}}], "nextCursor": "2"},
+    }
+    asked: list[str | None] = []
+
+    class PagedSession:
+        async def list_tools(self, *, params: Any = None) -> ListToolsResult:
+            cursor = params.cursor if params is not None else None
+            asked.append(cursor)
+            return ListToolsResult.model_validate(pages[cursor])
+
+    async def session(self: Any) -> PagedSession:
+        return PagedSession()
+
+    monkeypatch.setattr(mcp_module._Connection, "session", session)
+    gateway = MCPGateway([MCPServerConfig(name="paged", command="unused")])
+    report = await gateway.register(Registry())
+    assert report.registered == ["one", "two", "three"]
+    assert asked == [None, "2", "3"]  # a cursor seen before ends the listing
+
+
+def test_secrets_stay_out_of_the_config_repr() -> None:
+    http = MCPServerConfig(
+        name="x", url="http://h/mcp", headers={"Authorization": "Bearer sk-live-SECRET123"}
+    )
+    stdio = MCPServerConfig(name="y", command="srv", env={"API_KEY": "sk-SECRET456"})
+    for config in (http, stdio):
+        text = repr(config)
+        assert "SECRET" not in text
+        assert config.name in text
 
 
 async def test_closing_the_gateway_stops_the_server(errlog: TextIO) -> None:

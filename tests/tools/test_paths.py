@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from sp4rk.tools import RunContext, Tool
-from sp4rk.tools.builtins import builtin_tools, file_tools
+from sp4rk.tools import RunContext, Tool, ToolError
+from sp4rk.tools.builtins import builtin_tools, edit_tools, file_tools, search_tools
 from sp4rk.tools.builtins.paths import Confinement, Target
 from tests.tools.builtin_helpers import CANARY, by_name, call, snapshot
 
@@ -227,29 +226,56 @@ def swap_file(ws: Path, outside: Path) -> None:
     (ws / "a.txt").symlink_to(outside / "secret.txt")
 
 
+def swapping_tools(layout: Layout, swap: Any) -> dict[str, Tool]:
+    fs = SwappingConfinement(layout.ws, lambda: swap(layout.ws, layout.outside))
+    return by_name([*file_tools(fs), *edit_tools(fs), *search_tools(fs)])
+
+
 @pytest.mark.parametrize(
     ("swap", "tool_name", "args"),
     [
         (swap_dir, "read_file", {"path": "sub/b.txt"}),
         (swap_dir, "write_file", {"path": "sub/new.txt", "content": "pwned"}),
         (swap_dir, "write_file", {"path": "sub/b.txt", "content": "pwned"}),
+        (swap_dir, "edit_file", {"path": "sub/b.txt", "old_string": "b", "new_string": "pwned"}),
         (swap_dir, "delete_file", {"path": "sub/b.txt"}),
+        (swap_dir, "delete_file", {"path": "sub/b.txt", "recursive": True}),
         (swap_dir, "list_directory", {"path": "sub"}),
         (swap_dir, "create_directory", {"path": "sub/d"}),
+        (swap_dir, "glob", {"pattern": "**", "path": "sub"}),
+        (swap_dir, "ripgrep", {"pattern": "CANARY|beta", "path": "sub"}),
+        (swap_dir, "ripgrep", {"pattern": "CANARY|beta", "path": "sub/b.txt"}),
         (swap_file, "read_file", {"path": "a.txt"}),
         (swap_file, "write_file", {"path": "a.txt", "content": "pwned"}),
+        (swap_file, "edit_file", {"path": "a.txt", "old_string": "T", "new_string": "pwned"}),
+        (swap_file, "ripgrep", {"pattern": "CANARY|alpha", "path": "a.txt"}),
     ],
 )
 async def test_symlink_swaps_between_check_and_use_are_refused(
     layout: Layout, swap: Any, tool_name: str, args: dict[str, Any]
 ) -> None:
-    fs = SwappingConfinement(layout.ws, lambda: swap(layout.ws, layout.outside))
-    tools = by_name(file_tools(fs))
+    tools = swapping_tools(layout, swap)
     before = snapshot(layout.outside)
     result = await call(tools[tool_name], **args)
     assert result.is_error, result.content
     assert "symbolic link" in result.content
     assert CANARY not in result.content
+    assert snapshot(layout.outside) == before
+
+
+def swap_inner_dir(ws: Path, outside: Path) -> None:
+    (ws / "sub" / "inner").rename(ws / "inner_real")
+    (ws / "sub" / "inner").symlink_to(outside / "sub")
+
+
+async def test_a_recursive_delete_removes_a_link_swapped_into_the_tree(layout: Layout) -> None:
+    (layout.ws / "sub" / "inner").mkdir()
+    (layout.ws / "sub" / "inner" / "c.txt").write_text("gamma\n")
+    tools = swapping_tools(layout, swap_inner_dir)
+    before = snapshot(layout.outside)
+    result = await call(tools["delete_file"], path="sub", recursive=True)
+    assert result.content == "successfully deleted directory: sub"
+    assert not (layout.ws / "sub").exists()
     assert snapshot(layout.outside) == before
 
 
@@ -272,6 +298,5 @@ async def test_bash_working_directory_is_confined(layout: Layout) -> None:
 
 def test_confinement_reports_no_workspace_as_an_error() -> None:
     fs = Confinement(Path("/nonexistent-sp4rk-ws"))
-    with pytest.raises(Exception, match="does not exist"):
+    with pytest.raises(ToolError, match="'/nonexistent-sp4rk-ws' does not exist"):
         fs.roots(RunContext())
-    assert os.sep == "/"

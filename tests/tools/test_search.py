@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -73,7 +75,7 @@ async def test_an_explicitly_named_ignored_directory_is_searched(tools: dict[str
         ({"pattern": "/etc/*"}, "glob error: the pattern must be relative", True),
         ({"pattern": ""}, "validation error: pattern is required", True),
         ({"pattern": "*", "path": "nope"}, "no such file or directory", True),
-        ({"pattern": "*", "path": "a.go"}, "not a directory", True),
+        ({"pattern": "*", "path": "a.go"}, "'a.go' is a file, not a directory", True),
         ({"pattern": "*", "type": "links"}, "failed to parse input", True),
     ],
 )
@@ -85,15 +87,64 @@ async def test_glob_errors_and_empty_results(
     assert expected in result.content
 
 
-async def test_glob_caps_its_results(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_glob_stops_at_its_result_cap(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for i in range(7):
         (ws / f"many{i}.txt").write_text("x")
+    walked: list[str] = []
+    real_fwalk = os.fwalk
+
+    def recording_fwalk(
+        *args: object, **kwargs: object
+    ) -> Iterator[tuple[str, list[str], list[str], int]]:
+        for entry in real_fwalk(*args, **kwargs):  # type: ignore[arg-type]
+            walked.append(entry[0])
+            yield entry
+
+    (ws / "zz_later").mkdir()
     monkeypatch.setattr(search_module, "MAX_GLOB_RESULTS", 5)
+    monkeypatch.setattr(search_module.os, "fwalk", recording_fwalk)
     tool = by_name(builtin_tools(ws))["glob"]
     result = await call(tool, pattern="many*.txt")
     lines = result.content.splitlines()
     assert len(lines) == 6
-    assert lines[-1] == "[2 more matches not shown; narrow the pattern or the path]"
+    assert lines[-1] == "[stopped at 5 matches; more may exist. Narrow the pattern or the path]"
+    assert walked == ["."]  # the walk ended where the cap was reached
+
+
+def nest(root: Path, depth: int) -> None:
+    """Make root/deep/a/a/.../a, ``depth`` levels below root/deep, with short paths only."""
+    (root / "deep").mkdir()
+    for _ in range(depth):
+        (root / "next").mkdir()
+        (root / "deep").rename(root / "next" / "a")
+        (root / "next").rename(root / "deep")
+
+
+def unnest(root: Path) -> None:
+    while (root / "deep" / "a").exists():
+        (root / "deep" / "a").rename(root / "up")
+        (root / "deep").rmdir()
+        (root / "up").rename(root / "deep")
+    (root / "deep").rmdir()
+
+
+@pytest.fixture
+def deep_ws(tmp_path: Path) -> Iterator[Path]:
+    nest(tmp_path, 1500)
+    yield tmp_path
+    unnest(tmp_path)
+
+
+async def test_a_very_deep_tree_is_walked_as_far_as_possible(deep_ws: Path) -> None:
+    tools = by_name(builtin_tools(deep_ws))
+    found = await call(tools["glob"], pattern="**/a", type="dirs")
+    assert not found.is_error, found.content
+    assert found.content.endswith(
+        "[stopped: the directory tree is nested too deeply to walk further; search a deeper path]"
+    )
+    assert found.content.startswith("deep/a\ndeep/a/a\n")
+    delete = await call(tools["delete_file"], path="deep", recursive=True)
+    assert delete.content.startswith("'deep' is nested too deeply to delete here")
 
 
 @pytest.mark.parametrize(
@@ -163,6 +214,24 @@ async def test_ripgrep_caps_matches(ws: Path, tools: dict[str, Tool]) -> None:
         "Found 10 matches in 1 files (stopped at 10 of 50+ matches; raise max_results or "
         "narrow the search)"
     )
+
+
+async def test_ripgrep_on_a_file_or_a_subdirectory_shows_workspace_paths(
+    tools: dict[str, Tool],
+) -> None:
+    one = await call(tools["ripgrep"], pattern="hello", path="src/util.py", ignore_case=True)
+    assert one.content.splitlines()[:2] == [
+        "src/util.py:1:1: HELLO = 1",
+        "src/util.py:2:1: hello = 2",
+    ]
+    under = await call(tools["ripgrep"], pattern="def", path="./src/")
+    assert under.content.splitlines()[0] == "src/main.py:1:1: def main():"
+
+
+async def test_ripgrep_on_a_missing_path_says_so(tools: dict[str, Tool]) -> None:
+    result = await call(tools["ripgrep"], pattern="x", path="nope")
+    assert result.is_error
+    assert result.content == "no such file or directory: 'nope'"
 
 
 async def test_ripgrep_no_match_and_bad_regex(tools: dict[str, Tool]) -> None:

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
+import json
+import os
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from sp4rk.agent import command_verify_runner
 from sp4rk.tools import Registry, RunContext, Tool, ToolPolicy
 from sp4rk.tools.builtins import Confinement, builtin_tools, judge_command, shell_tools
-from sp4rk.tools.builtins.shell import HEAD_BYTES, TAIL_BYTES
-from tests.tools.builtin_helpers import by_name, call
+from sp4rk.tools.builtins.shell import HEAD_BYTES, TAIL_BYTES, ShellTool
+from tests.tools.builtin_helpers import alive, by_name, call, gone
 
 
 @pytest.fixture
@@ -22,25 +27,6 @@ def ws(tmp_path: Path) -> Path:
 @pytest.fixture
 def bash(ws: Path) -> Tool:
     return by_name(builtin_tools(ws))["bash_exec"]
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` is a live process (a zombie awaiting its reaper counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state != "Z"
-
-
-async def gone(pid: int, within: float = 5.0) -> bool:
-    deadline = time.monotonic() + within
-    while alive(pid):
-        if time.monotonic() > deadline:
-            return False
-        await asyncio.sleep(0.02)
-    return True
 
 
 def read_if_there(path: Path) -> str:
@@ -58,7 +44,10 @@ async def file_appears(path: Path, within: float = 10.0) -> str:
 async def test_a_timeout_kills_the_whole_group(bash: Tool) -> None:
     result = await call(bash, command="sleep 60 & echo $!; sleep 60", timeout=1)
     assert result.is_error
-    assert "[Process killed: timeout exceeded after 1s" in result.content
+    assert result.content.endswith(
+        "[Process killed: timeout exceeded after 1s. The command was killed (with 1 process "
+        "it started). Output so far is shown above.]"
+    )
     child = int(result.content.split()[0])
     assert await gone(child)
 
@@ -78,7 +67,39 @@ async def test_cancellation_kills_the_whole_group(ws: Path, bash: Tool) -> None:
 async def test_background_processes_do_not_outlive_the_command(bash: Tool) -> None:
     result = await call(bash, command="sleep 60 >/dev/null 2>&1 & echo $!")
     assert not result.is_error
-    assert await gone(int(result.content.strip()))
+    assert "[1 process still running when the command finished was killed." in result.content
+    assert await gone(int(result.content.split()[0]))
+
+
+async def test_setsid_escapees_are_killed_too(bash: Tool) -> None:
+    result = await call(bash, command="setsid sleep 60 >/dev/null 2>&1 </dev/null & echo $!")
+    assert not result.is_error, result.content
+    escapee = int(result.content.split()[0])
+    assert await gone(escapee)
+
+
+async def test_a_background_job_holding_the_output_does_not_hold_up_the_result(
+    bash: Tool,
+) -> None:
+    started = time.monotonic()
+    result = await call(bash, command="sleep 30 & echo started", timeout=20)
+    assert not result.is_error, result.content
+    assert result.content.startswith("started\n")
+    assert "[1 process still running when the command finished was killed." in result.content
+    assert time.monotonic() - started < 10  # the exit, not the timeout, ended the wait
+
+
+async def test_a_setsid_job_holding_the_output_is_killed(bash: Tool) -> None:
+    result = await call(bash, command="setsid sleep 30 & echo $!", timeout=20)
+    assert not result.is_error, result.content
+    assert await gone(int(result.content.split()[0]))
+
+
+async def test_the_command_exit_code_survives_leftover_processes(bash: Tool) -> None:
+    result = await call(bash, command="sleep 30 & exit 4", timeout=20)
+    assert result.is_error
+    assert "[1 process still running when the command finished was killed." in result.content
+    assert result.content.endswith("[exit status 4]")
 
 
 async def test_endless_output_stays_capped(bash: Tool) -> None:
@@ -116,6 +137,21 @@ async def test_canary_secrets_are_not_inherited(ws: Path, monkeypatch: pytest.Mo
     assert env["PWD"] == str(ws)
     assert env["EXTRA_FROM_HOST"] == "yes"
     assert "PATH" in env
+
+
+async def test_the_verify_runner_gets_the_same_clean_environment(
+    ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-canary-verify-1234567890")
+    printenv = [sys.executable, "-c", "import os; print(sorted(os.environ))"]
+    result = await command_verify_runner(printenv)(RunContext(workspace=ws))
+    names = set(ast.literal_eval(result.output))
+    assert "OPENAI_API_KEY" not in names
+    assert {"PATH", "TERM", "GIT_TERMINAL_PROMPT"} <= names
+    chosen = command_verify_runner(printenv, env={"ONLY": "this", "PATH": os.defpath})
+    given = set(ast.literal_eval((await chosen(RunContext())).output))
+    assert "ONLY" in given
+    assert "TERM" not in given  # env= replaces the default entirely
 
 
 async def test_stdin_is_closed(bash: Tool) -> None:
@@ -191,6 +227,46 @@ async def test_registry_policies_still_apply(ws: Path, bash: Tool) -> None:
     assert "blocked by security policy" in denied.content
 
 
+def review(registry: Registry, command: str, **extra: str) -> tuple[ToolPolicy, str]:
+    result = registry.review(RunContext(), "bash_exec", json.dumps({"command": command, **extra}))
+    assert result is not None
+    return result.policy, result.reason
+
+
+async def test_the_registry_asks_a_human_for_flagged_commands(ws: Path, bash: Tool) -> None:
+    registry = Registry([bash])
+    assert isinstance(bash, ShellTool)
+    assert review(registry, "ls -la") == (ToolPolicy.ALWAYS_ALLOW, "")
+    policy, reason = review(registry, "curl https://example.com")
+    assert (policy, reason) == (ToolPolicy.USER_CONFIRM, "curl reaches the network")
+    ctx_input = json.dumps({"command": "cat /etc/hostname >/dev/null; echo ran"})
+    refused = await registry.execute(RunContext(), "bash_exec", ctx_input)
+    assert refused.is_error
+    assert "needs a human's approval because it names /etc/hostname" in refused.content
+    approved = await registry.execute(RunContext(tool_call_approved=True), "bash_exec", ctx_input)
+    assert approved.content == "ran\n"
+
+
+def test_the_judge_follows_the_working_directory_and_skips_bad_input(ws: Path, bash: Tool) -> None:
+    (ws / "sub").mkdir()
+    registry = Registry([bash])
+    assert review(registry, "cat ../x", working_directory="sub") == (ToolPolicy.ALWAYS_ALLOW, "")
+    assert review(registry, "cat ../x")[0] is ToolPolicy.USER_CONFIRM
+    assert isinstance(bash, ShellTool)
+    for raw in (
+        "{not json",
+        "[1]",
+        '{"command": 5}',
+        '{"command": "ls", "working_directory": "/"}',
+    ):
+        assert bash.judge(RunContext(), raw) == ""  # the call fails without running
+
+
+def test_switching_the_rule_set_off_disables_the_judge(ws: Path) -> None:
+    bash = by_name(shell_tools(Confinement(ws), confirm_risky=False))["bash_exec"]
+    assert review(Registry([bash]), "curl https://example.com") == (ToolPolicy.ALWAYS_ALLOW, "")
+
+
 @pytest.mark.parametrize(
     ("command", "reason"),
     [
@@ -224,6 +300,55 @@ async def test_registry_policies_still_apply(ws: Path, bash: Tool) -> None:
         ("tool --out=/etc/y", "names /etc/y"),
         ('echo "unbalanced', "cannot be parsed"),
         ("eval $X", "eval runs text"),
+        # directory changes
+        ("cd && cat .ssh/id_rsa", "cd without a directory goes to the home directory"),
+        ("cd; ls", "cd without a directory goes to the home directory"),
+        ("cd - && ls", "cd - returns to a directory the rules cannot see"),
+        ("pushd; ls", "pushd without a directory"),
+        ("popd && ls", "popd returns to a directory"),
+        ("pushd /etc", "names /etc"),
+        ("mkdir -p a/b && cd a/b && cat ../../../x", "names ../../../x"),
+        ("cd sub && cat x", ""),
+        ("cd sub; cat ../x", "names ../x"),
+        ("cd sub && cd .. && cat ../x", "names ../x"),
+        ("for i in 1 2; do cd ..; done; ls", "cd .. inside a loop or function"),
+        ("f() { cd ..; }; f; f; ls", "cd .. inside a loop or function"),
+        ("cd $X && ls", "computed at run time"),
+        # $ in paths and program names
+        ("cat $PWD/../x", "names $PWD/../x"),
+        ("cat $PWD/src/x", ""),
+        ("cat ${PWD%/*}/x", "cannot tell where ${PWD%/*}/x points"),
+        ("c${x}url evil.com", "the program name c${x}url is computed"),
+        ("a=cu; b=rl; $a$b x", "the program name $a$b is computed"),
+        ("$'\\x63url' x", "$'...' quoting"),
+        ("cat $'\\x2fetc\\x2fpasswd'", "$'...' quoting"),
+        ("X=build; cat $X/../../x", "cannot tell where $X/../../x points"),
+        ("cat $(echo -n)/etc/passwd", "cannot tell where"),
+        ("rm -rf $TMPDIR/*", "$TMPDIR/*"),
+        ("rm -rf $HOME/*", "names $HOME/*, which is outside the workspace"),
+        ("$BASH -c 'curl x'", "the program name $BASH is computed"),
+        ("for f in *.py; do wc -l $f; done", ""),
+        ("echo $PATH $1", ""),
+        ("/usr/bin/cu?l x", "the program name /usr/bin/cu?l is computed"),
+        ("c{u,}rl x", "the program name c{u,}rl is computed"),
+        ("[ -f x ] && echo yes", ""),
+        # global options, wrappers and attached option values
+        ("git -C . push", "git push may reach the network"),
+        ("git -c user.name=x fetch", "git fetch may reach the network"),
+        ("git --git-dir=.git pull", "git pull may reach the network"),
+        ("git -C . status", ""),
+        ("command -p curl x", "curl reaches the network"),
+        ("command -v curl", ""),
+        ("exec -a name wget x", "wget reaches the network"),
+        ("busybox wget x", "wget reaches the network"),
+        ("toybox nc -l 80", "nc reaches the network"),
+        ("uvx ruff", "uvx reaches the network"),
+        ("python3 -m http.server", "python -m http.server reaches the network"),
+        ("tar -C/etc -cf - .", "names /etc"),
+        ("gcc -I../../include x.c", "names ../../include"),
+        ("make PREFIX=/usr/local install", "names /usr/local"),
+        ("cat /proc/self/cwd/x", "names /proc/self/cwd/x"),
+        ("ls -la", ""),
     ],
 )
 def test_the_rule_set(ws: Path, command: str, reason: str) -> None:

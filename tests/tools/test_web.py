@@ -6,6 +6,8 @@ be shown to have opened none.
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
@@ -13,6 +15,7 @@ import pytest
 
 from sp4rk.tools import Tool
 from sp4rk.tools.builtins import html_to_markdown, is_public_address, web_tools
+from sp4rk.tools.builtins import web as web_module
 from tests.tools.builtin_helpers import PAGE, LocalServer, Route, call, serve
 
 
@@ -148,6 +151,7 @@ async def test_fetch_failures_and_caps(
         ("ftp://example.com/x", "only http and https URLs are supported"),
         ("file:///etc/passwd", "only http and https URLs are supported"),
         ("http:///nohost", "names no host"),
+        ("http://0177.0.0.1/", "invalid URL: Invalid IPv4 address: '0177.0.0.1'"),
     ],
 )
 async def test_url_validation(url: str, message: str) -> None:
@@ -165,10 +169,75 @@ async def test_url_validation(url: str, message: str) -> None:
         ("224.0.0.1", False), ("240.0.0.1", False), ("198.18.0.1", False), ("::1", False),
         ("fd00:ec2::254", False), ("fe80::1%eth0", False), ("::ffff:10.0.0.1", False),
         ("64:ff9b::7f00:1", False), ("2002:7f00:1::", False), ("not-an-ip", False),
+        ("::7f00:1", False), ("::127.0.0.1", False), ("::a00:1", False), ("::8.8.8.8", False),
+        ("fec0::1", False), ("64:ff9b:1::a00:1", False), ("64:ff9b:1::808:808", False),
+        ("64:ff9b::808:808", True), ("::ffff:8.8.8.8", True),
     ],
 )  # fmt: skip
 def test_public_address_rules(address: str, public: bool) -> None:
     assert is_public_address(address) is public
+
+
+async def test_html_is_converted_off_the_event_loop(
+    server: LocalServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server.routes["/page"] = (200, {"Content-Type": "text/html"}, PAGE)
+    loop = asyncio.get_running_loop()
+    loop_ran = threading.Event()
+
+    def convert_while_the_loop_runs(html: bytes, charset: str | None = None) -> str:
+        loop.call_soon_threadsafe(loop_ran.set)  # runs only if the loop is not blocked
+        assert loop_ran.wait(10), "the event loop was blocked while converting"
+        return "converted"
+
+    monkeypatch.setattr(web_module, "html_to_markdown", convert_while_the_loop_runs)
+    result = await call(fetcher([server.host]), url=f"{server.url}/page")
+    assert result.content.endswith("\nconverted")
+
+
+async def test_a_conversion_that_takes_too_long_is_an_error(
+    server: LocalServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server.routes["/page"] = (200, {"Content-Type": "text/html"}, PAGE)
+    release = threading.Event()
+    monkeypatch.setattr(web_module, "CONVERT_TIMEOUT", 0.2)
+    monkeypatch.setattr(web_module, "html_to_markdown", lambda html, charset=None: release.wait(10))
+    try:
+        result = await call(fetcher([server.host]), url=f"{server.url}/page")
+    finally:
+        release.set()
+    assert result.is_error
+    assert "converting it to text took longer than 0.2s" in result.content
+
+
+async def test_only_the_first_part_of_huge_html_is_converted(
+    server: LocalServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(web_module, "MAX_HTML_BYTES", 5000)
+    seen: list[int] = []
+    real = web_module.html_to_markdown
+
+    def measuring(html: bytes, charset: str | None = None) -> str:
+        seen.append(len(html))
+        return real(html, charset)
+
+    monkeypatch.setattr(web_module, "html_to_markdown", measuring)
+    body = b"<html><body>" + b"<p>paragraph text</p>\n" * 2000 + b"</body></html>"
+    server.routes["/big"] = (200, {"Content-Type": "text/html"}, body)
+    result = await call(fetcher([server.host]), url=f"{server.url}/big")
+    assert not result.is_error, result.content
+    assert seen and seen[0] <= 5000
+    assert f"[Only the first 5000 of the page's {len(body)} bytes of HTML were converted]" in (
+        result.content
+    )
+
+
+async def test_deeply_nested_html_is_a_clear_error(server: LocalServer) -> None:
+    deep = b"<html><body>" + b"<div>" * 5000 + b"x" + b"</div>" * 5000 + b"</body></html>"
+    server.routes["/deep"] = (200, {"Content-Type": "text/html"}, deep)
+    result = await call(fetcher([server.host]), url=f"{server.url}/deep")
+    assert result.is_error
+    assert result.content.startswith("the page's HTML is nested too deeply to convert")
 
 
 def test_html_to_markdown_prefers_the_main_content() -> None:

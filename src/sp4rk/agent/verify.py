@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sp4rk._internal.proc import run_process
+from sp4rk._internal.proc import allowlisted_environment, run_process
 from sp4rk.tools.context import RunContext
 
 #: Default cap on the verification output shown to the model, in characters.
@@ -91,7 +91,9 @@ def command_verify_runner(
         argv: the command and its arguments, from host configuration (never from the model).
         cwd: where to run it; defaults to the run's workspace, else the current directory.
         timeout: seconds before the command's whole process group is killed.
-        env: the environment; defaults to the current one.
+        env: the complete environment; defaults to the allowlisted one ``bash_exec`` gives
+            its commands (``PATH``, ``HOME``, locale … but no API keys or tokens; see
+            :func:`sp4rk._internal.proc.allowlisted_environment`).
         max_output_bytes: output kept while reading; the rest is dropped, never buffered.
 
     Raises:
@@ -109,7 +111,7 @@ def command_verify_runner(
             outcome = await run_process(
                 command,
                 cwd=os.fspath(where) if where is not None else None,
-                env=env,
+                env=env if env is not None else allowlisted_environment(),
                 timeout=timeout,
                 max_output_bytes=max_output_bytes,
             )

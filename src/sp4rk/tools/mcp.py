@@ -8,12 +8,19 @@ them:
 - **untrusted** — their output is wrapped in ``<untrusted-content>`` tags;
 - **cached with the MCP TTL** — the executor's ``ToolResultCache`` expires results whose
   source is an MCP server after ``mcp_ttl`` seconds;
-- **unable to shadow** a built-in or host tool of the same name (that tool is skipped).
+- **unable to shadow** a built-in or host tool of the same name, a name sp4rk reserves
+  for its built-ins (:data:`~sp4rk.tools.builtins.RESERVED_TOOL_NAMES`, registered or not),
+  or another MCP tool whose name is the same once made valid for providers (``a.b`` and
+  ``a_b``): such a tool is skipped and reported.
+
+Descriptions reach the prompt, so each is cut at :data:`MAX_DESCRIPTION_CHARS`; the tool list
+is read page by page (up to :data:`MAX_TOOL_PAGES` pages).
 
 Each server's connection lives in a task of its own (the SDK's cancel scopes must be entered
 and left by one task). A server that crashes, or does not answer a call within
 ``call_timeout``, yields an error result and its connection is dropped; the next call to one
-of its tools starts a new connection (and, for stdio, a new process).
+of its tools starts a new connection (and, for stdio, a new process). A server that closes
+its connection while idle is noticed when it does, so the next call reconnects first.
 
 Use a gateway from one event loop and close it (``async with`` or :meth:`MCPGateway.aclose`),
 which also stops every server process it started.
@@ -29,14 +36,18 @@ import re
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TextIO
 
 from sp4rk.tools.base import ToolPolicy, ToolResult, parse_error_result
+from sp4rk.tools.builtins import RESERVED_TOOL_NAMES
 from sp4rk.tools.context import RunContext
 from sp4rk.tools.registry import Registry
 
 try:
+    import anyio
     from mcp import ClientSession, StdioServerParameters, stdio_client
+    from mcp.types import PaginatedRequestParams
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError(
         "sp4rk.tools.mcp needs the official MCP SDK; install it with `pip install 'sp4rk[mcp]'`"
@@ -48,6 +59,10 @@ logger = logging.getLogger("sp4rk.tools")
 _CONNECTION_CLOSED = -32000
 #: Seconds a closing connection gets to stop its server before it is cancelled.
 _CLOSE_GRACE = 10.0
+#: Longest tool description passed on to the model (descriptions reach the prompt).
+MAX_DESCRIPTION_CHARS = 1000
+#: Pages of a server's tool list read before the rest is ignored.
+MAX_TOOL_PAGES = 100
 _TOOL_NAME = re.compile(r"[^A-Za-z0-9_-]")
 _SERVER_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
@@ -55,6 +70,8 @@ _SERVER_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MCPServerConfig:
     """How to reach one MCP server: give ``command`` (stdio) or ``url`` (streamable HTTP).
+
+    ``env`` and ``headers`` usually hold secrets, so the repr leaves them out.
 
     Attributes:
         name: the server's name; it becomes its tools' source (not ``"core"``).
@@ -74,10 +91,10 @@ class MCPServerConfig:
     name: str
     command: str = ""
     args: Sequence[str] = ()
-    env: Mapping[str, str] | None = None
+    env: Mapping[str, str] | None = field(default=None, repr=False)
     cwd: str | None = None
     url: str = ""
-    headers: Mapping[str, str] | None = None
+    headers: Mapping[str, str] | None = field(default=None, repr=False)
     policy: ToolPolicy = ToolPolicy.ALWAYS_ALLOW
     call_timeout: float = 60.0
     connect_timeout: float = 30.0
@@ -102,7 +119,8 @@ class MCPRegistration:
     registered: list[str] = field(default_factory=list)
     """Names of the tools now in the registry."""
     skipped: dict[str, str] = field(default_factory=dict)
-    """Tool name → why it was not registered (for example: it would shadow a built-in)."""
+    """Tool name (as its server calls it) → why it was not registered (for example: it
+    would shadow a built-in)."""
     failed: dict[str, str] = field(default_factory=dict)
     """Server name → why it could not be reached or listed."""
 
@@ -168,6 +186,7 @@ class _Connection:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock: asyncio.Lock | None = None
         self._session: ClientSession | None = None
+        self._ended: asyncio.Event | None = None
         self._runner: asyncio.Task[None] | None = None
         self._stop: asyncio.Event | None = None
         self._closing: set[asyncio.Task[None]] = set()
@@ -178,19 +197,19 @@ class _Connection:
         if self._loop is not loop or self._lock is None:
             # A new event loop cannot use tasks or locks of an old one.
             self._loop, self._lock = loop, asyncio.Lock()
-            self._session = self._runner = self._stop = None
+            self._session = self._runner = self._stop = self._ended = None
             self._closing = set()
         async with self._lock:
-            if self._session is not None and self._runner is not None and not self._runner.done():
+            if self._session is not None and self._alive():
                 return self._session
             self.retire()
-            ready: asyncio.Future[ClientSession] = loop.create_future()
+            ready: asyncio.Future[tuple[ClientSession, asyncio.Event]] = loop.create_future()
             stop = asyncio.Event()
             self._stop = stop
             self._runner = asyncio.create_task(self._run(ready, stop), name=f"mcp:{self.name}")
             try:
                 async with asyncio.timeout(self.config.connect_timeout):
-                    self._session = await asyncio.shield(ready)
+                    session, self._ended = await asyncio.shield(ready)
             except TimeoutError:
                 self.retire(cancel=True)
                 raise MCPUnavailableError(
@@ -202,20 +221,39 @@ class _Connection:
                 raise MCPUnavailableError(
                     f"MCP server {self.name!r} could not be reached: {_describe(exc)}"
                 ) from exc
-            return self._session
+            self._session = session
+            return session
 
     @property
     def name(self) -> str:
         return self.config.name
 
+    def _alive(self) -> bool:
+        """Whether the connection's task runs and the server has not closed its end."""
+        runner, ended = self._runner, self._ended
+        return runner is not None and not runner.done() and not (ended and ended.is_set())
+
     async def list_tools(self) -> list[dict[str, Any]]:
-        """The server's tools as wire-format dictionaries (first page)."""
-        result = await self._guarded(lambda s: s.list_tools())
-        data = _wire(result)
-        if data.get("nextCursor"):
-            logger.warning("MCP server %r has more tools than one page; using page 1", self.name)
-        tools = data.get("tools") or []
-        return [t for t in tools if isinstance(t, dict)]
+        """The server's tools as wire-format dictionaries, every page."""
+        tools: list[dict[str, Any]] = []
+        cursor: str | None = None
+        seen: set[str] = set()
+        for _ in range(MAX_TOOL_PAGES):
+            page = partial(
+                _list_page, params=PaginatedRequestParams(cursor=cursor) if cursor else None
+            )
+            data = _wire(await self._guarded(page))
+            tools += [t for t in data.get("tools") or [] if isinstance(t, dict)]
+            cursor = data.get("nextCursor")
+            if not isinstance(cursor, str) or not cursor or cursor in seen:
+                return tools
+            seen.add(cursor)
+        logger.warning(
+            "MCP server %r lists more than %d pages of tools; the rest are ignored",
+            self.name,
+            MAX_TOOL_PAGES,
+        )
+        return tools
 
     async def call(self, remote_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """Call a tool and return the result in wire format."""
@@ -244,14 +282,24 @@ class _Connection:
                 "on the next call"
             ) from exc
 
-    async def _run(self, ready: asyncio.Future[ClientSession], stop: asyncio.Event) -> None:
+    async def _run(
+        self, ready: asyncio.Future[tuple[ClientSession, asyncio.Event]], stop: asyncio.Event
+    ) -> None:
+        ended = asyncio.Event()
         try:
             async with contextlib.AsyncExitStack() as stack:
                 read, write = await stack.enter_async_context(self._transport())
-                session = await stack.enter_async_context(ClientSession(read, write))
+                watched = await stack.enter_async_context(_watch_end(read, ended))
+                session = await stack.enter_async_context(ClientSession(watched, write))
                 await session.initialize()
-                ready.set_result(session)
-                await stop.wait()
+                ready.set_result((session, ended))
+                await _first_set(stop, ended)
+                if not stop.is_set():
+                    logger.warning(
+                        "MCP server %r closed its connection; it will be restarted on the next "
+                        "call",
+                        self.name,
+                    )
         except Exception as exc:
             if not ready.done():
                 ready.set_exception(exc)
@@ -274,7 +322,7 @@ class _Connection:
 
     def retire(self, *, cancel: bool = False) -> None:
         """Drop the current connection; its task stops the server in the background."""
-        self._session = None
+        self._session = self._ended = None
         if self._stop is not None:
             self._stop.set()
         runner = self._runner
@@ -347,17 +395,22 @@ class MCPGateway:
     async def register(self, registry: Registry) -> MCPRegistration:
         """Discover every server's tools and register them with the server as source.
 
-        A tool whose name is taken by a core tool or by another server's tool is skipped
-        (never replaced); the result says which and why.
+        A tool is skipped (never replaces another) when its name is taken by a core tool or
+        another server's tool, is reserved for a built-in, or equals that of a tool
+        registered earlier in this call once both are made valid for providers; the result
+        says which and why.
         """
         result = MCPRegistration()
+        claimed: dict[str, MCPTool] = {}
         for tool in await self.discover(result):
-            owner = registry.get_tool_source(tool.name)
-            if owner and owner != tool.server:
-                reason = f"the name is taken by a tool from {owner!r}"
-                result.skipped[tool.name] = reason
-                logger.warning("MCP tool %r from %r skipped: %s", tool.name, tool.server, reason)
+            reason = _conflict(registry, tool, claimed.get(tool.name))
+            if reason:
+                result.skipped[tool.remote_name] = reason
+                logger.warning(
+                    "MCP tool %r from %r skipped: %s", tool.remote_name, tool.server, reason
+                )
                 continue
+            claimed[tool.name] = tool
             registry.register(tool, source=tool.server, source_category="mcp", group=tool.group)
             result.registered.append(tool.name)
         return result
@@ -391,6 +444,21 @@ def render_result(result: Mapping[str, Any]) -> ToolResult:
     return ToolResult("\n".join(parts), is_error=bool(result.get("isError")))
 
 
+def _conflict(registry: Registry, tool: MCPTool, earlier: MCPTool | None) -> str:
+    """Why ``tool`` may not be registered under its name (``""`` when it may)."""
+    owner = registry.get_tool_source(tool.name)
+    if earlier is not None:
+        return (
+            f"its name becomes {tool.name!r}, which {earlier.remote_name!r} from "
+            f"{earlier.server!r} already uses"
+        )
+    if owner and owner != tool.server:
+        return f"the name is taken by a tool from {owner!r}"
+    if tool.name in RESERVED_TOOL_NAMES:
+        return f"the name {tool.name!r} is reserved for a built-in tool"
+    return ""
+
+
 def _make_tool(connection: _Connection, spec: Mapping[str, Any]) -> MCPTool | None:
     remote = spec.get("name")
     if not isinstance(remote, str) or not remote:
@@ -399,13 +467,10 @@ def _make_tool(connection: _Connection, spec: Mapping[str, Any]) -> MCPTool | No
     schema = spec.get("inputSchema")
     if not isinstance(schema, dict) or schema.get("type") != "object":
         schema = {"type": "object", "properties": {}}
-    return MCPTool(
-        connection,
-        remote,
-        name=name,
-        description=str(spec.get("description") or ""),
-        input_schema=schema,
-    )
+    description = str(spec.get("description") or "")
+    if len(description) > MAX_DESCRIPTION_CHARS:
+        description = description[:MAX_DESCRIPTION_CHARS] + "…"
+    return MCPTool(connection, remote, name=name, description=description, input_schema=schema)
 
 
 def _wire(model: Any) -> dict[str, Any]:
@@ -421,6 +486,44 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+async def _list_page(session: ClientSession, *, params: PaginatedRequestParams | None) -> Any:
+    return await session.list_tools(params=params)
+
+
+async def _first_set(*events: asyncio.Event) -> None:
+    """Wait until one of ``events`` is set."""
+    waiters = [asyncio.ensure_future(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+
+
+@contextlib.asynccontextmanager
+async def _watch_end(source: Any, ended: asyncio.Event) -> AsyncIterator[Any]:
+    """A stream with everything ``source`` delivers; ``ended`` is set when ``source`` ends.
+
+    That is how a server that exits (or drops the connection) while idle is noticed.
+    """
+    send, receive = anyio.create_memory_object_stream[Any](0)
+
+    async def forward() -> None:
+        try:
+            async with send:
+                async for item in source:
+                    await send.send(item)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass  # the session stopped reading: it is closing
+        finally:
+            ended.set()
+
+    async with anyio.create_task_group() as group, receive:
+        group.start_soon(forward)
+        yield receive
+        group.cancel_scope.cancel()
+
+
 @contextlib.asynccontextmanager
 async def _pair(
     streams: contextlib.AbstractAsyncContextManager[Any],
@@ -434,14 +537,10 @@ async def _pair(
 async def _http_transport(
     url: str, headers: Mapping[str, str] | None
 ) -> AsyncIterator[tuple[Any, Any]]:
-    try:
-        from mcp.client.streamable_http import streamable_http_client
-        from mcp.shared._httpx_utils import create_mcp_http_client
-    except ImportError as exc:  # pragma: no cover - old SDKs
-        raise ImportError(
-            "this version of the mcp SDK has no streamable_http_client; upgrade it with "
-            "`pip install -U 'sp4rk[mcp]'`"
-        ) from exc
+    # mcp>=1.24 (the sp4rk[mcp] bound) has both; imported here, on first use.
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
     async with (
         create_mcp_http_client(headers=dict(headers or {})) as client,
         _pair(streamable_http_client(url, http_client=client)) as streams,

@@ -161,13 +161,19 @@ class Registry:
                 f"blocked by security policy: tool {name!r} is not allowed to run", is_error=True
             )
         if review.policy is ToolPolicy.USER_CONFIRM and not ctx.tool_call_approved:
+            fix = (
+                "or switch that tool's judge off (for the built-in shell: "
+                "confirm_risky_commands=False)"
+                if review.reason
+                else f"or allow the tool with Registry.set_policy({name!r}, "
+                "ToolPolicy.ALWAYS_ALLOW)"
+            )
             logger.warning(
                 "refused %s: it needs a human's confirmation%s; approve it with a HITLHandler "
-                "whose on_tool_call returns HITLToolDecision(allow=True), or allow the tool with "
-                "Registry.set_policy(%r, ToolPolicy.ALWAYS_ALLOW)",
+                "whose on_tool_call returns HITLToolDecision(allow=True), %s",
                 name,
                 f" ({review.reason})" if review.reason else "",
-                name,
+                fix,
             )
             why = f" because {review.reason}" if review.reason else ""
             return ToolResult(

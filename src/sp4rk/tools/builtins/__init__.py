@@ -20,7 +20,7 @@ from sp4rk.tools.builtins.finish import FinishTool, new_finish_tool, parse_finis
 from sp4rk.tools.builtins.paths import Confinement
 from sp4rk.tools.builtins.result_read import tool_result_read
 from sp4rk.tools.builtins.search import find_rg, search_tools
-from sp4rk.tools.builtins.shell import shell_tools
+from sp4rk.tools.builtins.shell import ShellTool, shell_tools
 from sp4rk.tools.builtins.shell_rules import ShellVerdict, judge_command
 from sp4rk.tools.builtins.web import html_to_markdown, is_public_address, web_tools
 from sp4rk.tools.registry import Registry
@@ -90,6 +90,12 @@ _TOOL_NAMES = frozenset(
         "list_directory", "glob", "ripgrep", "bash_exec", "web_fetch",
     }
 )  # fmt: skip
+#: Names MCP tools may never take, whether or not the host registered these built-ins: the
+#: tools above, the executor's own tools, and the reference's other tool names.
+RESERVED_TOOL_NAMES = _TOOL_NAMES | {
+    "finish", "tool_result_read", "update_checklist", "store_fact", "search_facts", "grep",
+    "posh_exec", "batch",
+}  # fmt: skip
 _unbound: dict[str, Tool] = {}
 
 
@@ -103,9 +109,11 @@ def __getattr__(name: str) -> Tool:
 
 
 __all__ = [
+    "RESERVED_TOOL_NAMES",
     "ChecklistItem",
     "Confinement",
     "FinishTool",
+    "ShellTool",
     "ShellVerdict",
     "bash_exec",
     "builtin_tools",

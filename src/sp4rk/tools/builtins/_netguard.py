@@ -6,7 +6,8 @@ import httpx; this module loads on the first fetch.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import contextlib
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -91,16 +92,85 @@ class _GuardedBackend(httpcore.AsyncNetworkBackend):
         await self._inner.sleep(seconds)
 
 
-class _GuardedTransport(httpx.AsyncHTTPTransport):
+#: httpcore's exceptions, each raised again as the httpx exception of the same name.
+_HTTPCORE_ERRORS = (
+    httpcore.TimeoutException,
+    httpcore.NetworkError,
+    httpcore.ProtocolError,
+    httpcore.ProxyError,
+    httpcore.UnsupportedProtocol,
+)
+
+
+@contextlib.contextmanager
+def _as_httpx_errors() -> Iterator[None]:
+    """Raise an httpcore failure as the matching httpx exception (what the client expects)."""
+    try:
+        yield
+    except _HTTPCORE_ERRORS as exc:
+        for cls in type(exc).__mro__:
+            mapped = getattr(httpx, cls.__name__, None)
+            if isinstance(mapped, type) and issubclass(mapped, httpx.TransportError):
+                raise mapped(str(exc)) from exc
+        raise httpx.TransportError(str(exc)) from exc  # pragma: no cover - all are mapped
+
+
+class _ResponseStream(httpx.AsyncByteStream):
+    def __init__(self, stream: AsyncIterable[bytes]) -> None:
+        self._stream = stream
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        with _as_httpx_errors():
+            async for part in self._stream:
+                yield part
+
+    async def aclose(self) -> None:
+        close = getattr(self._stream, "aclose", None)
+        if close is not None:
+            await close()
+
+
+class _GuardedTransport(httpx.AsyncBaseTransport):
+    """An httpx transport over an httpcore pool that connects through the guarded backend.
+
+    httpx's own transport offers no way to pass a network backend, so this one builds the
+    pool itself (default TLS settings, no proxy) and translates requests and errors.
+    """
+
     def __init__(self, backend: _GuardedBackend) -> None:
-        super().__init__(trust_env=False)
-        # httpx builds its pool without a way to pass a network backend: rebuild it with
-        # ours (default TLS settings, no proxy).
         self._pool = httpcore.AsyncConnectionPool(
             ssl_context=httpx.create_ssl_context(trust_env=False),
             max_connections=10,
             network_backend=backend,
         )
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        core_request = httpcore.Request(
+            method=request.method,
+            url=httpcore.URL(
+                scheme=request.url.raw_scheme,
+                host=request.url.raw_host,
+                port=request.url.port,
+                target=request.url.raw_path,
+            ),
+            headers=request.headers.raw,
+            content=request.stream,
+            extensions=request.extensions,
+        )
+        with _as_httpx_errors():
+            response = await self._pool.handle_async_request(core_request)
+        stream = response.stream
+        if not isinstance(stream, AsyncIterable):  # pragma: no cover - async pool
+            raise httpx.TransportError("the connection pool returned a synchronous stream")
+        return httpx.Response(
+            status_code=response.status,
+            headers=response.headers,
+            stream=_ResponseStream(stream),
+            extensions=response.extensions,
+        )
+
+    async def aclose(self) -> None:
+        await self._pool.aclose()
 
 
 async def fetch(
@@ -153,6 +223,8 @@ async def fetch(
             raise ToolError(f"failed to fetch URL: more than {max_redirects} redirects") from None
         except httpx.HTTPError as exc:
             raise ToolError(f"failed to fetch URL: {exc or type(exc).__name__}") from None
+        except httpx.InvalidURL as exc:  # httpx cannot parse the URL (0177.0.0.1, …)
+            raise ToolError(f"invalid URL: {exc}") from None
 
 
 def _too_large(max_bytes: int) -> str:

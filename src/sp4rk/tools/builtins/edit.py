@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import difflib
 import heapq
+import re
+from collections import Counter
 from dataclasses import dataclass
 
 from sp4rk.tools.base import Tool, ToolError, ToolPolicy
@@ -22,17 +24,23 @@ from sp4rk.tools.function import tool
 MAX_EDIT_BYTES = 32 * 1024 * 1024
 #: Candidates shown when old_string is not found.
 MAX_CANDIDATES = 3
-#: Best-scoring windows kept before overlapping ones are dropped.
-_KEPT_WINDOWS = 20
 #: Least similarity (0..1) for a region to be shown as a candidate.
 MIN_SIMILARITY = 0.6
-#: Fuzzy search only runs below these sizes (it is quadratic in the worst case).
-MAX_FUZZY_WINDOWS = 20_000
-MAX_FUZZY_CHARS = 4000
+#: The near-match search is skipped for an old_string or a file larger than these.
+MAX_FUZZY_CHARS = 16_000
+MAX_FUZZY_TEXT_CHARS = 2 * 1024 * 1024
+#: Work units (about one character compared each) one near-match search may spend.
+MAX_FUZZY_WORK = 4_000_000
+#: Regions scored in full, the best of the line-level pass.
+_SHORTLIST = 12
+#: Characters of a line compared when a region is scored in full.
+_SCORED_LINE_CHARS = 200
 #: Characters of each candidate shown.
 MAX_SNIPPET_CHARS = 600
 #: Occurrence line numbers listed for an ambiguous match.
 MAX_LISTED_OCCURRENCES = 10
+
+_TOKEN = re.compile(r"\w+|[^\w\s]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,39 +150,62 @@ def _candidates_note(text: str, old: str) -> str:
     parts = [" The closest regions of the file are:"]
     for first, last, ratio, snippet in candidates:
         where = f"line {first}" if first == last else f"lines {first}-{last}"
-        parts.append(f"--- {where} ({round(ratio * 100)}% similar):\n{snippet}")
+        how = "differs only in whitespace" if ratio == 1 else f"{round(ratio * 100)}% similar"
+        parts.append(f"--- {where} ({how}):\n{snippet}")
     parts.append("Copy the exact text from one of these (whitespace included) and retry.")
     return "\n".join(parts)
 
 
-def nearest_candidates(text: str, old: str) -> list[tuple[int, int, float, str]]:
+class WorkBudget:
+    """Counts the work a search spends and says when it is used up."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.spent = 0
+
+    def charge(self, units: int) -> bool:
+        """Spend ``units``; ``False`` (nothing spent) when that would pass the limit."""
+        if self.spent + units > self.limit:
+            return False
+        self.spent += units
+        return True
+
+
+def nearest_candidates(
+    text: str, old: str, budget: WorkBudget | None = None
+) -> list[tuple[int, int, float, str]]:
     """Regions of ``text`` most similar to ``old``: ``(first_line, last_line, ratio, text)``.
 
-    Windows of as many lines as ``old`` are compared with :class:`difflib.SequenceMatcher`;
-    only those at least :data:`MIN_SIMILARITY` similar are returned, best first.
+    Regions are as many lines long as ``old``. A cheap line-level pass ranks every region
+    (lines of ``old`` it holds exactly, and how many words its first and last lines share
+    with those of ``old``); only the best few are then scored character by character,
+    line against line, within a fixed work budget. Regions at least
+    :data:`MIN_SIMILARITY` similar are returned, best first. Large inputs are skipped.
+
+    Args:
+        text: the file's text.
+        old: the text that was not found.
+        budget: the work allowed (default :data:`MAX_FUZZY_WORK`); it records what was spent.
     """
-    lines = text.splitlines()
-    width = max(1, len(old.strip("\n").splitlines()))
-    windows = len(lines) - width + 1
-    if windows <= 0 or windows > MAX_FUZZY_WINDOWS or len(old) > MAX_FUZZY_CHARS:
+    budget = budget if budget is not None else WorkBudget(MAX_FUZZY_WORK)
+    wanted = old.strip("\n").splitlines() or [old]
+    width = len(wanted)
+    if len(old) > MAX_FUZZY_CHARS or len(text) > MAX_FUZZY_TEXT_CHARS:
         return []
-    matcher = difflib.SequenceMatcher(autojunk=False)
-    matcher.set_seq2(old.strip("\n"))
-    best: list[tuple[float, int]] = []
-    for start in range(windows):
-        matcher.set_seq1("\n".join(lines[start : start + width]))
-        floor = best[0][0] if len(best) == _KEPT_WINDOWS else MIN_SIMILARITY
-        if matcher.real_quick_ratio() < floor or matcher.quick_ratio() < floor:
-            continue
-        ratio = matcher.ratio()
-        if ratio < floor:
-            continue
-        if len(best) == _KEPT_WINDOWS:
-            heapq.heapreplace(best, (ratio, start))
-        else:
-            heapq.heappush(best, (ratio, start))
+    if not budget.charge(len(text)):
+        return []
+    lines = text.splitlines()
+    if len(lines) < width:
+        return []
+    scored: list[tuple[float, int]] = []
+    for start in _shortlist(lines, wanted):
+        ratio = _region_ratio(lines[start : start + width], wanted, budget)
+        if ratio is None:
+            break  # out of budget: keep what was scored
+        if ratio >= MIN_SIMILARITY:
+            scored.append((ratio, start))
     result: list[tuple[int, int, float, str]] = []
-    for ratio, start in sorted(best, key=lambda item: (-item[0], item[1])):
+    for ratio, start in sorted(scored, key=lambda item: (-item[0], item[1])):
         if len(result) == MAX_CANDIDATES:
             break
         if any(first - width <= start < first - 1 + width for first, _, _, _ in result):
@@ -184,3 +215,74 @@ def nearest_candidates(text: str, old: str) -> list[tuple[int, int, float, str]]
             snippet = snippet[:MAX_SNIPPET_CHARS] + "…"
         result.append((start + 1, start + width, ratio, snippet))
     return result
+
+
+def _shortlist(lines: list[str], wanted: list[str]) -> list[int]:
+    """Start lines of the regions worth scoring in full, best first (linear in the file)."""
+    width = len(wanted)
+    keys = [" ".join(line.split()) for line in lines]
+    need = Counter(" ".join(line.split()) for line in wanted)
+    edges = [i for i, line in enumerate(wanted) if line.strip()] or [0]
+    head, tail = edges[0], edges[-1]
+    head_tokens, tail_tokens = _tokens(wanted[head]), _tokens(wanted[tail])
+    line_tokens: dict[int, frozenset[str]] = {}
+
+    def overlap(index: int, tokens: frozenset[str]) -> float:
+        if index not in line_tokens:
+            line_tokens[index] = _tokens(lines[index])
+        return _jaccard(line_tokens[index], tokens)
+
+    have: Counter[str] = Counter()
+    exact = 0
+    ranked: list[tuple[float, int]] = []
+    for end in range(len(lines)):
+        key = keys[end]
+        if have[key] < need[key]:
+            exact += 1
+        have[key] += 1
+        start = end - width + 1
+        if start > 0:
+            gone = keys[start - 1]
+            have[gone] -= 1
+            if have[gone] < need[gone]:
+                exact -= 1
+        if start < 0:
+            continue
+        score = exact + overlap(start + head, head_tokens)
+        if tail != head:
+            score += overlap(start + tail, tail_tokens)
+        ranked.append((score, start))
+    return [start for _, start in heapq.nlargest(_SHORTLIST, ranked, key=lambda r: r[0])]
+
+
+def _region_ratio(region: list[str], wanted: list[str], budget: WorkBudget) -> float | None:
+    """Similarity of ``region`` to ``wanted``, line against line, weighted by length.
+
+    Returns:
+        The ratio, or ``None`` when the budget cannot pay for it.
+    """
+    pairs = [
+        (" ".join(a.split())[:_SCORED_LINE_CHARS], " ".join(b.split())[:_SCORED_LINE_CHARS])
+        for a, b in zip(region, wanted, strict=True)
+    ]
+    if not budget.charge(sum(len(a) * len(b) + len(a) + len(b) for a, b in pairs)):
+        return None
+    matched = total = 0.0
+    for a, b in pairs:
+        weight = max(len(a), len(b), 1)
+        total += weight
+        if a == b:
+            matched += weight
+        elif a and b:
+            matched += weight * difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
+    return matched / total
+
+
+def _tokens(line: str) -> frozenset[str]:
+    return frozenset(_TOKEN.findall(line))
+
+
+def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    if not a and not b:
+        return 1.0
+    return len(a & b) / len(a | b)

@@ -41,6 +41,10 @@ MAX_READ_BYTES = 8 * 1024 * 1024
 BINARY_SNIFF_BYTES = 8192
 #: Most entries list_directory shows.
 MAX_LIST_ENTRIES = 5000
+#: Bytes read after the returned lines to count the rest of the file; past it the header
+#: gives a lower bound ("of at least N").
+MAX_COUNT_BYTES = 64 * 1024 * 1024
+_COUNT_CHUNK = 1024 * 1024
 
 
 def file_tools(fs: Confinement) -> list[Tool]:
@@ -66,10 +70,7 @@ def file_tools(fs: Confinement) -> list[Tool]:
             end_line: last line to return, inclusive (default: 2000 lines from start_line).
             line_numbers: prefix every line with its number and a tab.
         """
-        if start_line < 0 or end_line < 0:
-            raise ToolError("start_line and end_line must be positive line numbers (or 0)")
-        if start_line > 0 and end_line > 0 and start_line > end_line:
-            raise ToolError(f"start_line ({start_line}) is after end_line ({end_line})")
+        check_line_range(start_line, end_line)
         target = fs.resolve(ctx, path)
         with open_regular(target, "read_file") as (f, _):
             return _read_range(f, target, start_line, end_line, line_numbers)
@@ -112,7 +113,13 @@ def file_tools(fs: Confinement) -> list[Tool]:
                             f"{target.display!r} is a directory; pass recursive=true to delete "
                             "it and everything in it"
                         )
-                    shutil.rmtree(target.name, dir_fd=dir_fd)
+                    try:
+                        shutil.rmtree(target.name, dir_fd=dir_fd)
+                    except RecursionError:
+                        raise ToolError(
+                            f"{target.display!r} is nested too deeply to delete here; delete "
+                            "its deepest directories first (or use bash_exec: rm -rf)"
+                        ) from None
                     return f"successfully deleted directory: {target.display}"
                 os.unlink(target.name, dir_fd=dir_fd)
             except OSError as exc:
@@ -165,6 +172,18 @@ def file_tools(fs: Confinement) -> list[Tool]:
     return [read_file, write_file, delete_file, create_directory, list_directory]
 
 
+def check_line_range(start_line: int, end_line: int) -> None:
+    """Refuse a line range no text has (``0`` means "from the start" / "to the end").
+
+    Raises:
+        ToolError: for a negative number or a start after the end.
+    """
+    if start_line < 0 or end_line < 0:
+        raise ToolError("start_line and end_line must be positive line numbers (or 0)")
+    if start_line > 0 and end_line > 0 and start_line > end_line:
+        raise ToolError(f"start_line ({start_line}) is after end_line ({end_line})")
+
+
 def encode_text(text: str) -> bytes:
     """UTF-8 bytes of ``text``; bytes kept as surrogate escapes come back unchanged."""
     try:
@@ -177,25 +196,44 @@ def encode_text(text: str) -> bytes:
 def open_regular(target: Target, tool_name: str) -> Iterator[tuple[BinaryIO, os.stat_result]]:
     """Open ``target`` for reading, refusing directories, FIFOs, sockets and devices.
 
-    ``O_NONBLOCK`` keeps the open of a FIFO from hanging before the check refuses it.
+    The type is checked by name (relative to the parent's descriptor) before the file is
+    opened, so a FIFO or device is never opened; the opened file must then be the one that
+    was checked. ``O_NONBLOCK`` keeps the open from hanging should a FIFO be swapped in
+    between.
     """
     with parent_dir(target) as dir_fd:
+        try:
+            named = os.stat(target.name, dir_fd=dir_fd, follow_symlinks=False)
+        except OSError as exc:
+            raise ToolError(describe_os_error(exc, target.display)) from None
+        _require_regular(named, target, tool_name)
         fd = open_file(dir_fd, target, os.O_RDONLY | os.O_NONBLOCK)
     try:
         st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise ToolError(f"{target.display!r} is a directory; use list_directory or glob")
-        if not stat.S_ISREG(st.st_mode):
-            raise ToolError(
-                f"{target.display!r} is not a regular file (a FIFO, socket or device); "
-                f"{tool_name} handles regular files only"
-            )
+        same = (st.st_dev, st.st_ino) == (named.st_dev, named.st_ino)
+        if not same or not stat.S_ISREG(st.st_mode):
+            raise ToolError(f"{target.display!r} was replaced while it was being opened; try again")
         f = os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
         raise
     with f:
         yield f, st
+
+
+def _require_regular(st: os.stat_result, target: Target, tool_name: str) -> None:
+    if stat.S_ISDIR(st.st_mode):
+        raise ToolError(f"{target.display!r} is a directory; use list_directory or glob")
+    if stat.S_ISLNK(st.st_mode):
+        raise ToolError(
+            f"refused {target.display!r}: it became a symbolic link after it was checked; "
+            "links are never followed during the operation"
+        )
+    if not stat.S_ISREG(st.st_mode):
+        raise ToolError(
+            f"{target.display!r} is not a regular file (a FIFO, socket or device); "
+            f"{tool_name} handles regular files only"
+        )
 
 
 def read_text_file(
@@ -287,6 +325,24 @@ def _read_line(f: BinaryIO) -> tuple[bytes, bool] | None:
     return line[:MAX_LINE_BYTES], True
 
 
+def _count_lines(f: BinaryIO, limit: int) -> tuple[int, bool]:
+    """Lines from the current position to the end, reading at most ``limit`` bytes.
+
+    Returns:
+        The count, and whether it reached the end (else it is a lower bound).
+    """
+    count = 0
+    read = 0
+    last = b"\n"
+    while read < limit and (block := f.read(min(_COUNT_CHUNK, limit - read))):
+        count += block.count(b"\n")
+        read += len(block)
+        last = block[-1:]
+    if read >= limit and f.read(1):
+        return count, False
+    return count + (last != b"\n"), True
+
+
 def _read_range(
     f: BinaryIO, target: Target, start_line: int, end_line: int, line_numbers: bool
 ) -> str:
@@ -307,10 +363,15 @@ def _read_range(
     size = 0
     total = 0
     last = 0
+    exact = True
     while (item := _read_line(f)) is not None:
         total += 1
-        if total < start or total > end or size >= MAX_READ_BYTES:
+        if total < start:
             continue
+        if total > end or size >= MAX_READ_BYTES:
+            rest, exact = _count_lines(f, MAX_COUNT_BYTES)
+            total += rest
+            break
         raw, cut = item
         text = raw.decode("utf-8", "replace")
         if cut:
@@ -327,7 +388,8 @@ def _read_range(
         raise ToolError(f"start_line {start} is past the end of {target.display!r} ({total} lines)")
     content = "".join(pieces)
     nbytes = len(content.encode("utf-8"))
-    text = f"[File: {name} | Lines {start}-{last} of {total} | {nbytes} bytes]\n{content}"
+    of = f"{total}" if exact else f"at least {total}"
+    text = f"[File: {name} | Lines {start}-{last} of {of} | {nbytes} bytes]\n{content}"
     if last < total:
         text += f"\n[Use start_line={last + 1} to continue reading]"
     return text

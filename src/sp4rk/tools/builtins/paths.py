@@ -117,7 +117,7 @@ class Confinement:
         except (OSError, ValueError) as exc:
             raise ToolError(f"cannot resolve path {raw!r}: {exc}") from None
         for root in roots:
-            if _is_within(resolved, root):
+            if is_within(resolved, root):
                 parts = resolved.relative_to(root).parts
                 return Target(resolved, root, parts, _display(resolved, roots[0]))
         allowed = ", ".join(str(r) for r in roots)
@@ -161,13 +161,13 @@ def _realpath(path: str, follow_last: bool) -> Path:
     return Path(os.path.realpath(head or ".")) / tail
 
 
-def _is_within(path: Path, root: Path) -> bool:
+def is_within(path: Path, root: Path) -> bool:
     """Component-wise containment: ``/srv/ws-evil`` is not within ``/srv/ws``."""
     return path == root or root in path.parents
 
 
 def _display(path: Path, workspace: Path) -> str:
-    if _is_within(path, workspace):
+    if is_within(path, workspace):
         return path.relative_to(workspace).as_posix() or "."
     return str(path)
 
@@ -232,7 +232,35 @@ def _walk(target: Target, parts: Sequence[str], *, create: bool) -> int:
     try:
         return _open_dirs(target.root, parts, create=create)
     except OSError as exc:
+        if exc.errno == errno.ENOTDIR:
+            depth = _file_in_the_way(target.root, parts)
+            if depth == len(target.parts):
+                raise ToolError(f"{target.display!r} is a file, not a directory") from None
+            if depth:
+                inner = "/".join(target.parts[:depth])
+                raise ToolError(
+                    f"{target.display!r}: {inner!r} is a file, not a directory"
+                ) from None
         raise ToolError(describe_os_error(exc, target.display)) from None
+
+
+def _file_in_the_way(root: Path, parts: Sequence[str]) -> int:
+    """How many components of ``parts`` lead to the first that is a file (0: none found)."""
+    fd = os.open(root, _DIR_FLAGS)
+    try:
+        for depth, name in enumerate(parts, start=1):
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                if not stat.S_ISDIR(st.st_mode):
+                    return 0 if stat.S_ISLNK(st.st_mode) else depth
+                child = os.open(name, _DIR_FLAGS | _NOFOLLOW, dir_fd=fd)
+            except OSError:
+                return 0
+            os.close(fd)
+            fd = child
+    finally:
+        os.close(fd)
+    return 0
 
 
 def open_file(parent_fd: int, target: Target, flags: int, mode: int = 0o644) -> int:

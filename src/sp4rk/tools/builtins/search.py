@@ -2,27 +2,39 @@
 
 Both honour ``.gitignore`` files (whether or not the tree is a git repository) and never
 follow a symbolic link out of the tree: ``glob`` walks with :func:`os.fwalk`, which does not
-descend into linked directories, and ``rg`` does not follow links unless told to.
+descend into linked directories. ``rg`` does not follow links met while it walks, but it
+does follow the path it is given; so it is never given the checked path text. The
+directory (or file) to search is opened here without following links, and ``rg`` runs in
+``/proc/self/fd/N`` searching ``.`` (or searches ``/proc/self/fd/N``, the opened file):
+a symlink swapped in after the check cannot redirect it (Linux).
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 import os
 import re
 import shutil
+import stat
 import sysconfig
-from collections.abc import Iterable
-from pathlib import Path
-from typing import Any, Literal
+from collections.abc import Callable, Generator, Iterable, Iterator
+from typing import Any, Literal, cast
 
 import pathspec
 
-from sp4rk._internal.proc import run_process
+from sp4rk._internal.proc import allowlisted_environment, run_process
 from sp4rk.tools.base import Tool, ToolError
-from sp4rk.tools.builtins.paths import Confinement, Target, open_directory
+from sp4rk.tools.builtins.files import open_regular
+from sp4rk.tools.builtins.paths import (
+    Confinement,
+    Target,
+    describe_os_error,
+    open_directory,
+    parent_dir,
+)
 from sp4rk.tools.context import RunContext
 from sp4rk.tools.function import tool
 
@@ -41,8 +53,8 @@ RG_MAX_OUTPUT_BYTES = 16 * 1024 * 1024
 MAX_MATCH_CHARS = 500
 #: Largest .gitignore file read.
 MAX_GITIGNORE_BYTES = 1024 * 1024
-#: Variables rg may see (nothing else is inherited).
-_RG_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE")
+#: Where a process finds its open descriptors by number.
+_FD_DIR = "/proc/self/fd"
 
 
 class IgnoreRules:
@@ -210,34 +222,24 @@ def search_tools(fs: Confinement, *, rg_path: str | None = None) -> list[Tool]:
         rules = ignore_rules_for(base)
         under = "".join(part + "/" for part in base.parts)  # rules see root-relative paths
         matches: list[str] = []
-        more = 0
+        note = ""
         with open_directory(base) as base_fd:
-            for rel_dir, dirnames, filenames, dir_fd in os.fwalk(
-                ".", dir_fd=base_fd, follow_symlinks=False
-            ):
-                prefix = "" if rel_dir == "." else rel_dir[2:] + "/"
-                rules.load(dir_fd, (under + prefix).rstrip("/"))
-                kept_dirs = []
-                for name in sorted(dirnames):
-                    rel = prefix + name
-                    if not rules.ignored(under + rel, True):
-                        kept_dirs.append(name)
-                        if type != "files" and regex.match(rel):
-                            more += _collect(matches, rel)
-                dirnames[:] = kept_dirs
-                if type == "dirs":
-                    continue
-                for name in filenames:
-                    rel = prefix + name
-                    if regex.match(rel) and not rules.ignored(under + rel, False):
-                        more += _collect(matches, rel)
+            try:
+                _walk_matches(base_fd, regex, rules, under, type, matches)
+            except _Full:
+                note = (
+                    f"[stopped at {MAX_GLOB_RESULTS} matches; more may exist. Narrow the "
+                    "pattern or the path]"
+                )
+            except RecursionError:
+                note = (
+                    "[stopped: the directory tree is nested too deeply to walk further; "
+                    "search a deeper path]"
+                )
         if not matches:
-            return "no matching files found"
+            return note or "no matching files found"
         matches.sort()
-        text = "\n".join(matches)
-        if more:
-            text += f"\n[{more} more matches not shown; narrow the pattern or the path]"
-        return text
+        return "\n".join([*matches, note] if note else matches)
 
     @tool(name="ripgrep", untrusted=True, read_only=True)
     async def ripgrep(
@@ -269,7 +271,6 @@ def search_tools(fs: Confinement, *, rg_path: str | None = None) -> list[Tool]:
         if not pattern:
             raise ToolError("validation error: pattern is required")
         base = base_target(ctx, path)
-        roots = fs.roots(ctx)
         argv = [
             find_rg(rg_path),
             "--json",
@@ -287,18 +288,21 @@ def search_tools(fs: Confinement, *, rg_path: str | None = None) -> list[Tool]:
             argv += ["--glob", file_pattern]
         if include_hidden:
             argv.append("--hidden")
-        argv += ["--regexp", pattern, "--", str(base.path)]
-        env = {k: v for k in _RG_ENV if (v := os.environ.get(k)) is not None}
-        outcome = await run_process(
-            argv,
-            cwd=str(roots[0]),
-            env=env,
-            timeout=RG_TIMEOUT,
-            max_output_bytes=RG_MAX_OUTPUT_BYTES,
-            kill_on_cap=True,
-        )
+        argv += ["--regexp", pattern, "--"]
+        with _open_search_base(base) as (fd, is_dir):
+            # rg reaches what was opened through the descriptor, never through the path.
+            opened = f"{_FD_DIR}/{fd}"
+            outcome = await run_process(
+                [*argv, "." if is_dir else opened],
+                cwd=opened if is_dir else "/",
+                env=allowlisted_environment(),
+                timeout=RG_TIMEOUT,
+                max_output_bytes=RG_MAX_OUTPUT_BYTES,
+                kill_on_cap=True,
+                pass_fds=(fd,),
+            )
         limit = min(max(max_results, 1), MAX_MATCHES)
-        report = _RgReport(roots[0], limit)
+        report = _RgReport(_shown_as(base, is_dir), limit)
         report.feed(outcome.output.splitlines())
         if outcome.exit_code is not None and outcome.exit_code >= 2 and not report.lines:
             detail = "\n".join(report.errors).strip() or f"exit status {outcome.exit_code}"
@@ -313,11 +317,73 @@ def search_tools(fs: Confinement, *, rg_path: str | None = None) -> list[Tool]:
     return [glob, ripgrep]
 
 
-def _collect(matches: list[str], rel: str) -> int:
-    if len(matches) < MAX_GLOB_RESULTS:
+class _Full(Exception):
+    """glob found more matches than it returns."""
+
+
+def _walk_matches(
+    base_fd: int,
+    regex: re.Pattern[str],
+    rules: IgnoreRules,
+    under: str,
+    kind: str,
+    matches: list[str],
+) -> None:
+    """Add the paths below ``base_fd`` that ``regex`` matches to ``matches``.
+
+    Raises:
+        _Full: when one more match than :data:`MAX_GLOB_RESULTS` is found (the walk stops).
+        RecursionError: when the tree is deeper than :func:`os.fwalk` can recurse.
+    """
+
+    def collect(rel: str) -> None:
+        if len(matches) >= MAX_GLOB_RESULTS:
+            raise _Full
         matches.append(rel)
-        return 0
-    return 1
+
+    walk = cast(
+        "Generator[tuple[str, list[str], list[str], int], None, None]",
+        os.fwalk(".", dir_fd=base_fd, follow_symlinks=False),
+    )
+    with contextlib.closing(walk):  # its directory descriptors close when the walk stops
+        for rel_dir, dirnames, filenames, dir_fd in walk:
+            prefix = "" if rel_dir == "." else rel_dir[2:] + "/"
+            rules.load(dir_fd, (under + prefix).rstrip("/"))
+            kept_dirs = []
+            for name in sorted(dirnames):
+                rel = prefix + name
+                if not rules.ignored(under + rel, True):
+                    kept_dirs.append(name)
+                    if kind != "files" and regex.match(rel):
+                        collect(rel)
+            dirnames[:] = kept_dirs
+            if kind == "dirs":
+                continue
+            for name in filenames:
+                rel = prefix + name
+                if regex.match(rel) and not rules.ignored(under + rel, False):
+                    collect(rel)
+
+
+@contextlib.contextmanager
+def _open_search_base(base: Target) -> Iterator[tuple[int, bool]]:
+    """A descriptor of the directory or regular file to search, reached without symlinks.
+
+    Yields:
+        The descriptor, and whether it is a directory.
+    """
+    if base.parts:
+        with parent_dir(base) as dir_fd:
+            try:
+                st = os.stat(base.name, dir_fd=dir_fd, follow_symlinks=False)
+            except OSError as exc:
+                raise ToolError(describe_os_error(exc, base.display)) from None
+        if not stat.S_ISDIR(st.st_mode):
+            with open_regular(base, "ripgrep") as (f, _):
+                yield f.fileno(), False
+            return
+    with open_directory(base) as fd:
+        yield fd, True
 
 
 def find_rg(explicit: str | None = None) -> str:
@@ -343,11 +409,19 @@ def find_rg(explicit: str | None = None) -> str:
     return found
 
 
+def _shown_as(base: Target, is_dir: bool) -> Callable[[str], str]:
+    """How a path rg prints is shown: relative to the workspace, like ``base.display``."""
+    if not is_dir:
+        return lambda _: base.display
+    prefix = "" if base.display == "." else base.display + "/"
+    return lambda path: prefix + path.removeprefix("./")
+
+
 class _RgReport:
     """Turns rg's JSON lines into the tool's text, counting and capping matches."""
 
-    def __init__(self, workspace: Path, limit: int) -> None:
-        self.workspace = workspace
+    def __init__(self, shown_as: Callable[[str], str], limit: int) -> None:
+        self.shown_as = shown_as
         self.limit = limit
         self.lines: list[str] = []
         self.errors: list[str] = []
@@ -371,7 +445,7 @@ class _RgReport:
         data = event.get("data") or {}
         if kind not in ("match", "context"):
             return
-        path = self._path(_text(data.get("path")))
+        path = self.shown_as(_text(data.get("path")))
         number = data.get("line_number")
         text = _text(data.get("lines")).rstrip("\r\n")
         if len(text) > MAX_MATCH_CHARS:
@@ -390,12 +464,6 @@ class _RgReport:
                 self.lines.append(f"{path}:{number}: {text}")
         elif self.matches < self.limit:
             self.lines.append(f"  {number}- {text}")
-
-    def _path(self, path: str) -> str:
-        try:
-            return Path(path).relative_to(self.workspace).as_posix()
-        except ValueError:
-            return path
 
     def render(self, notes: list[str]) -> str:
         if not self.lines:

@@ -1,33 +1,37 @@
 """``bash_exec``: run a shell command in the workspace, hygienically.
 
 - **Own process group, stdin closed.** A timeout, a cancelled run, or the command returning
-  kills the whole group, grandchildren included (:func:`sp4rk._internal.proc.run_process`).
+  kills every process it left behind, grandchildren and ``setsid`` escapees included
+  (:func:`sp4rk._internal.proc.run_process`).
 - **Capped output.** stdout and stderr are merged and read as they come; the first
   :data:`HEAD_BYTES` and the last :data:`TAIL_BYTES` are kept, the middle is counted and
   dropped, so ``yes`` cannot fill memory.
-- **Allowlisted environment.** The child sees only :data:`ENV_ALLOWLIST` (plus what the host
-  adds): API keys and tokens in the parent's environment are not inherited.
+- **Allowlisted environment.** The child sees only
+  :data:`~sp4rk._internal.proc.ENV_ALLOWLIST` (plus what the host adds): API keys and tokens
+  in the parent's environment are not inherited.
 - **Confined working directory.** It must be inside the workspace or an extra root.
-- **Approval by rule set.** The registry-level policy is ``ALWAYS_ALLOW``; each call is judged
-  by :func:`~sp4rk.tools.builtins.shell_rules.judge_command`, and a command the rules flag
-  (network, system changes, paths outside the workspace) runs only when the HITL handler
-  approved that call (``HITLToolDecision(allow=True)``); otherwise the model is told why it
-  did not run. ``Registry.set_policy("bash_exec", ToolPolicy.USER_CONFIRM)`` asks for every
-  command; ``confirm_risky=False`` turns the rule set off.
+- **Approval by rule set.** The tool's policy is ``ALWAYS_ALLOW``, and it is a
+  :class:`~sp4rk.tools.base.ToolJudge`: :meth:`ShellTool.judge` applies
+  :func:`~sp4rk.tools.builtins.shell_rules.judge_command`, and ``Registry.review`` turns a
+  flagged call (network, system changes, paths outside the workspace) into one that needs a
+  human's confirmation, with the rules' reason handed to the HITL handler
+  (``RunContext.tool_review``). ``Registry.set_policy("bash_exec", ToolPolicy.USER_CONFIRM)``
+  asks for every command; ``confirm_risky=False`` turns the rule set off.
 """
 
 from __future__ import annotations
 
-import os
+import json
 import shutil
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
-from sp4rk._internal.proc import ProcessOutcome, run_process
+from sp4rk._internal.proc import ProcessOutcome, allowlisted_environment, run_process
 from sp4rk.tools.base import Tool, ToolError, ToolResult
 from sp4rk.tools.builtins.paths import Confinement
 from sp4rk.tools.builtins.shell_rules import judge_command
 from sp4rk.tools.context import RunContext
-from sp4rk.tools.function import tool
+from sp4rk.tools.function import FunctionTool
 
 #: Seconds a command may run when the model gives no timeout.
 DEFAULT_TIMEOUT = 60.0
@@ -36,39 +40,33 @@ MAX_TIMEOUT = 120.0
 #: Output kept from the start and from the end of a command's output.
 HEAD_BYTES = 256 * 1024
 TAIL_BYTES = 64 * 1024
-#: Variables a command inherits from the parent environment; nothing else is passed on.
-ENV_ALLOWLIST = (
-    "PATH",
-    "HOME",
-    "USER",
-    "LOGNAME",
-    "SHELL",
-    "LANG",
-    "LANGUAGE",
-    "LC_ALL",
-    "LC_CTYPE",
-    "LC_MESSAGES",
-    "TZ",
-    "TMPDIR",
-)
-#: Set for every command so that tools behave non-interactively.
-_FIXED_ENV = {
-    "TERM": "dumb",
-    "PAGER": "cat",
-    "GIT_PAGER": "cat",
-    "GIT_TERMINAL_PROMPT": "0",
-    "NO_COLOR": "1",
-}
 
 
 def child_environment(cwd: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment a command runs with: the allowlist, fixed settings, then ``extra``."""
-    env = {k: v for k in ENV_ALLOWLIST if (v := os.environ.get(k)) is not None}
-    env.setdefault("PATH", os.defpath)
-    env.update(_FIXED_ENV)
-    env["PWD"] = cwd
-    env.update(extra or {})
-    return env
+    """The environment a command runs with: the allowlist, fixed settings, ``PWD``, ``extra``."""
+    return allowlisted_environment({"PWD": cwd, **(extra or {})})
+
+
+class ShellTool(FunctionTool[..., Awaitable[ToolResult]]):
+    """``bash_exec``: a function tool whose calls are judged by the shell rule set."""
+
+    def __init__(
+        self, fn: Callable[..., Awaitable[ToolResult]], *, verdict: Callable[[RunContext, Any], str]
+    ) -> None:
+        super().__init__(fn, name="bash_exec", untrusted=True)
+        self._verdict = verdict
+
+    def judge(self, ctx: RunContext, input: str) -> str:
+        """Why the command in ``input`` needs a human's confirmation; ``""`` when it does not.
+
+        Input the tool would refuse anyway (unparseable, no command, a working directory
+        outside the workspace) is not flagged: the call fails without running.
+        """
+        try:
+            args = json.loads(input)
+        except json.JSONDecodeError:
+            return ""
+        return self._verdict(ctx, args) if isinstance(args, dict) else ""
 
 
 def shell_tools(
@@ -89,16 +87,28 @@ def shell_tools(
     """
     shell = shutil.which("bash") or "/bin/sh"
 
-    @tool(name="bash_exec", untrusted=True)
+    def verdict(ctx: RunContext, args: Mapping[str, Any]) -> str:
+        command, where = args.get("command"), args.get("working_directory") or "."
+        if not confirm_risky or not isinstance(command, str) or not isinstance(where, str):
+            return ""
+        try:
+            roots = fs.roots(ctx)
+            cwd = fs.resolve(ctx, where)
+        except ToolError:
+            return ""
+        environment = child_environment(str(cwd.path), env)
+        return judge_command(command, roots=roots, cwd=cwd.path, env=environment).reason
+
     async def bash_exec(
         ctx: RunContext, command: str, timeout: float = DEFAULT_TIMEOUT, working_directory: str = ""
     ) -> ToolResult:
         """Run a bash command in the workspace; stdout and stderr come back combined.
 
         stdin is closed (nothing can prompt), the environment holds no credentials, and
-        the command with everything it started is killed at the timeout. Commands that
-        reach the network, change the system, or touch paths outside the workspace need
-        the user's approval. Long output keeps its beginning and end.
+        the command with everything it started is killed at the timeout; background
+        processes still running when it returns are killed too. Commands that reach the
+        network, change the system, or touch paths outside the workspace need the user's
+        approval. Long output keeps its beginning and end.
 
         Args:
             ctx: the run context.
@@ -111,21 +121,21 @@ def shell_tools(
         if "\x00" in command:
             raise ToolError("invalid command: it contains a NUL byte")
         limit = min(timeout if timeout > 0 else DEFAULT_TIMEOUT, max_timeout)
-        roots = fs.roots(ctx)
         try:
             cwd = fs.resolve(ctx, working_directory or ".")
         except ToolError as exc:
             raise ToolError(f"working_directory rejected: {exc}") from None
         if not cwd.path.is_dir():
             raise ToolError(f"working_directory rejected: {cwd.display!r} is not a directory")
-        if confirm_risky and not ctx.tool_call_approved:
-            verdict = judge_command(command, roots=roots, cwd=cwd.path)
-            if verdict.needs_confirmation:
+        # The registry asked a human when the judge flagged this call; the same rules run
+        # here again on the validated input, so nothing unjudged runs unapproved.
+        if not ctx.tool_call_approved:
+            reason = verdict(ctx, {"command": command, "working_directory": working_directory})
+            if reason:
                 raise ToolError(
-                    f"bash_exec did not run this command: it needs the user's approval because "
-                    f"{verdict.reason}. Prefer commands that stay inside the workspace and "
-                    "offline; if this one is necessary, say why, and the host can approve it "
-                    "(HITLToolDecision(allow=True))."
+                    f"Not run: this command needs the user's approval because {reason}, and "
+                    "it was not approved. Use commands that stay inside the workspace and "
+                    "offline, or explain in your answer why this one is necessary."
                 )
         outcome = await run_process(
             [shell, "-c", command],
@@ -137,7 +147,7 @@ def shell_tools(
         )
         return format_outcome(outcome, limit)
 
-    return [bash_exec]
+    return [ShellTool(bash_exec, verdict=verdict)]
 
 
 def format_outcome(outcome: ProcessOutcome, limit: float) -> ToolResult:
@@ -146,15 +156,27 @@ def format_outcome(outcome: ProcessOutcome, limit: float) -> ToolResult:
     if outcome.truncated_bytes:
         text += f"\n[... {outcome.truncated_bytes} bytes of output omitted ...]\n"
     text += outcome.tail
+    count = outcome.leftovers
     if outcome.timed_out:
+        started = f" (with {_processes(count)} it started)" if count else ""
         text += (
-            f"\n[Process killed: timeout exceeded after {limit:g}s; the command and every "
-            "process it started were stopped. Output so far is shown above.]"
+            f"\n[Process killed: timeout exceeded after {limit:g}s. The command was killed"
+            f"{started}. Output so far is shown above.]"
         )
         return ToolResult(text, is_error=True)
+    if count:
+        text += (
+            f"\n[{_processes(count)} still running when the command finished "
+            f"{'was' if count == 1 else 'were'} killed. Run servers and other long-lived "
+            "programs in the foreground, with a timeout.]"
+        )
     code = outcome.exit_code
     if code is None or code == 0:
         return ToolResult(text)
     if code < 0:
         return ToolResult(text + f"\n[killed by signal {-code}]", is_error=True)
     return ToolResult(text + f"\n[exit status {code}]", is_error=True)
+
+
+def _processes(count: int) -> str:
+    return "1 process" if count == 1 else f"{count} processes"

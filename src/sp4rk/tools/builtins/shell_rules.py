@@ -4,26 +4,37 @@
 command needs approval when any rule below matches. The rules are a speed bump for a model
 that means well, not a sandbox: a determined program can reach the network or the rest of
 the file system in ways no static reading of a command line can see (``python -c``, a
-script it wrote). Contain untrusted agents with a container or VM as well.
+script it wrote, a script it sources). Contain untrusted agents with a container or VM as
+well.
 
 Rules, each checked on every simple command (after ``;``, ``&&``, ``||``, ``|``, ``&``, a
-newline, ``(``, and inside ``$(...)``, backticks and ``sh -c "..."``):
+newline, ``(``, and inside ``$(...)``, backticks and ``sh -c "..."``); wrappers such as
+``env``, ``nice``, ``timeout``, ``xargs``, ``command``, ``exec``, ``nohup`` and
+``busybox`` are looked through:
 
 1. **Network** — the program reaches the network: ``curl``, ``wget``, ``ssh``, ``scp``,
-   ``rsync``, ``nc`` and friends (:data:`NETWORK_PROGRAMS`); a package or repository command
-   that downloads or uploads (``pip install``, ``npm install``, ``git clone/fetch/pull/push``,
-   ``docker pull`` …, :data:`NETWORK_SUBCOMMANDS`); or ``/dev/tcp`` / ``/dev/udp``.
+   ``rsync``, ``nc``, ``uvx`` and friends (:data:`NETWORK_PROGRAMS`); a package or repository
+   command that downloads or uploads (``pip install``, ``npm install``, ``git
+   clone/fetch/pull/push``, ``docker pull`` …, :data:`NETWORK_SUBCOMMANDS`, found after the
+   program's global options such as ``git -C dir``); ``python -m http.server``; or
+   ``/dev/tcp`` / ``/dev/udp``.
 2. **System** — the program changes the system or other processes: ``sudo``, ``su``,
    system package managers, ``mount``, ``systemctl``, ``kill``, ``crontab``, ``mkfs``,
    ``dd``, ``shutdown`` … (:data:`SYSTEM_PROGRAMS`).
-3. **Outside paths** — an argument, option value (``--out=/x``), assignment (``X=/y``) or
-   redirection target names a path that resolves (``..`` and symlinks included) outside the
-   workspace and the extra roots (the system temporary directory counts as outside: other
-   programs and users share it). ``~``, ``$HOME`` and
-   ``${HOME}`` count as the home directory. The program's own path (``/usr/bin/python3``) and
-   harmless devices (``/dev/null``, ``/dev/stdout`` …) are exempt.
-4. **Opaque** — the command cannot be judged: unbalanced quotes, ``eval``, ``~user``, or
-   substitutions nested too deeply.
+3. **Outside paths** — an argument, option value (``--out=/x``, ``-C/x``), assignment
+   (``X=/y``, ``make PREFIX=/y``) or redirection target names a path that resolves (``..``
+   and symlinks included) outside the workspace and the extra roots (the system temporary
+   directory counts as outside: other programs and users share it). Relative paths are
+   checked from every directory the command may ``cd`` into; a bare ``cd`` goes to the home
+   directory. Variables are expanded where their value is known: ``~``, ``$HOME``,
+   ``$PWD`` and the other variables of the command's environment, in the ``$NAME`` and
+   ``${NAME}`` forms (an unset one is empty). The program's own path (``/usr/bin/python3``)
+   and harmless devices (``/dev/null``, ``/dev/stdout`` …) are exempt.
+4. **Opaque** — the command cannot be judged: unbalanced quotes, ``eval``, ``~user``,
+   ``$'...'`` quoting, a program name computed at run time (``$a$b``, ``c${x}url``, a glob or
+   brace pattern), a path word whose variable part is unknown (``${PWD%/*}/x``, ``$X/..``
+   after ``X=…``), ``cd -``, ``popd``, ``cd ..`` inside a loop or function, or substitutions
+   nested too deeply.
 
 Everything else runs without approval, including commands that delete or rewrite files
 inside the workspace.
@@ -31,12 +42,17 @@ inside the workspace.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shlex
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+
+from sp4rk._internal.proc import allowlisted_environment
+from sp4rk.tools.builtins.paths import is_within
 
 #: Programs whose purpose is network access.
 NETWORK_PROGRAMS = frozenset(
@@ -44,8 +60,8 @@ NETWORK_PROGRAMS = frozenset(
         "curl", "wget", "ssh", "scp", "sftp", "ftp", "rsync", "nc", "ncat", "netcat",
         "socat", "telnet", "ping", "ping6", "dig", "nslookup", "host", "whois",
         "traceroute", "tracepath", "mosh", "aria2c", "http", "https", "httpie", "lynx",
-        "w3m", "links", "npx", "pipx", "gh", "hub", "az", "aws", "gcloud", "gsutil",
-        "kubectl", "helm", "terraform",
+        "w3m", "links", "npx", "pnpx", "bunx", "uvx", "pipx", "gh", "hub", "az", "aws",
+        "gcloud", "gsutil", "kubectl", "helm", "terraform",
     }
 )  # fmt: skip
 #: Programs whose listed subcommands reach the network.
@@ -66,6 +82,24 @@ NETWORK_SUBCOMMANDS: dict[str, frozenset[str]] = {
     "conda": frozenset({"install", "create", "update", "env"}),
     "mamba": frozenset({"install", "create", "update", "env"}),
 }
+#: Global options that take a separate value, skipped when looking for the subcommand.
+GLOBAL_OPTIONS_WITH_VALUE: dict[str, frozenset[str]] = {
+    "git": frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env",
+                      "--exec-path", "--super-prefix", "--attr-source"}),
+    "pip": frozenset({"--proxy", "--python", "--cache-dir", "--log", "--cert", "--client-cert",
+                      "--timeout", "--retries", "--exists-action", "--trusted-host"}),
+    "uv": frozenset({"--directory", "--project", "--cache-dir", "--config-file", "--color"}),
+    "poetry": frozenset({"-C", "--directory", "-P", "--project"}),
+    "npm": frozenset({"--prefix", "-C", "-w", "--workspace"}),
+    "yarn": frozenset({"--cwd"}),
+    "pnpm": frozenset({"-C", "--dir", "-F", "--filter"}),
+    "cargo": frozenset({"-C", "--config", "-Z", "--color"}),
+    "go": frozenset({"-C"}),
+    "docker": frozenset({"-H", "--host", "-c", "--context", "--config", "-l", "--log-level"}),
+    "podman": frozenset({"-c", "--connection", "--url", "--root", "--runroot", "--log-level"}),
+}  # fmt: skip
+#: Python modules that ``python -m`` turns into network programs.
+NETWORK_MODULES = frozenset({"http.server", "smtpd", "xmlrpc.server"})
 #: Programs that change the system outside the workspace or other processes.
 SYSTEM_PROGRAMS = frozenset(
     {
@@ -88,18 +122,28 @@ HARMLESS_PATHS = frozenset(
 )  # fmt: skip
 
 #: Words after which the next word is again a command.
-_KEYWORDS = frozenset(
-    {"if", "then", "else", "elif", "do", "while", "until", "!", "{", "time", "exec",
-     "command", "builtin", "nohup", "stdbuf", "unbuffer"}
-)  # fmt: skip
+_KEYWORDS = frozenset({"if", "then", "else", "elif", "do", "while", "until", "!", "{"})
+#: Words that start a loop: what runs inside may run many times.
+_LOOPS = frozenset({"for", "select", "while", "until"})
 #: Programs that run another program named among their arguments.
-_WRAPPERS = frozenset({"env", "nice", "timeout", "xargs", "ionice", "taskset", "watch", "chrt"})
+_WRAPPERS = frozenset(
+    {"env", "nice", "timeout", "xargs", "ionice", "taskset", "watch", "chrt", "time", "exec",
+     "command", "builtin", "nohup", "stdbuf", "unbuffer", "busybox", "toybox", "setsid",
+     "flock", "caffeinate"}
+)  # fmt: skip
 #: How many candidate programs after a wrapper are judged.
 _WRAPPER_CANDIDATES = 3
 _SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh"})
+_CHANGE_DIR = frozenset({"cd", "pushd", "popd"})
+#: Most working directories followed through ``cd`` before the command counts as opaque.
+_MAX_CWDS = 32
 _PYTHON = re.compile(r"^python[0-9.]*$")
-_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_PIP = re.compile(r"^pip[0-9.]*$")
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\+?=")
+_REFERENCE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 _SUBSTITUTION = re.compile(r"\$\(|`")
+#: What a substitution is replaced with before the outer command is read: an unknown value.
+_PLACEHOLDER = "$__SUBSTITUTION__"
 _GLOB_CHARS = re.compile(r"[*?\[{]")
 _MAX_DEPTH = 4
 
@@ -117,12 +161,20 @@ class ShellVerdict:
         return "; ".join(self.reasons)
 
 
+class _Unknown(Exception):
+    """A word's value depends on something the rules cannot see."""
+
+
 @dataclass(slots=True)
 class _Judge:
     roots: tuple[Path, ...]
-    cwd: Path
+    cwds: list[Path]
     home: Path
+    env: Mapping[str, str]
     reasons: list[str] = field(default_factory=list)
+    assigned: set[str] = field(default_factory=set)
+    repeats: bool = False
+    climbs: bool = False
 
     def flag(self, reason: str) -> None:
         if reason not in self.reasons:
@@ -132,60 +184,161 @@ class _Judge:
         if depth > _MAX_DEPTH:
             self.flag("it nests command substitutions too deeply to judge")
             return
-        for inner in _substitutions(command):
-            self.command_line(inner, depth + 1)
+        if "$'" in command:
+            self.flag("it uses $'...' quoting, which can spell any text")
+        outer, bodies = _substitutions(command)
         try:
-            tokens = _tokenize(command)
+            tokens = _tokenize(outer)
         except ValueError as exc:
             self.flag(f"it cannot be parsed ({exc})")
             return
+        if "function" in tokens or "()" in tokens or _adjacent(tokens, "(", ")"):
+            self.repeats = True
         for words, redirects in _simple_commands(tokens):
             for target in redirects:
                 self.path(target)
             if words:
                 self.simple_command(words, depth)
+        # Substitutions run in subshells; they are judged from every directory the line
+        # may have changed into.
+        for inner in bodies:
+            self.command_line(inner, depth + 1)
 
     def simple_command(self, words: list[str], depth: int) -> None:
         i = 0
         while i < len(words) and (words[i] in _KEYWORDS or _ASSIGNMENT.match(words[i])):
-            if _ASSIGNMENT.match(words[i]):
-                self.path(words[i].split("=", 1)[1])
+            if words[i] in _LOOPS:
+                self.repeats = True
+            elif words[i] not in _KEYWORDS:
+                self.assignment(words[i])
             i += 1
         if i >= len(words):
             return
-        program, args = _program(words[i]), words[i + 1 :]
-        if program in _WRAPPERS:
-            # Which later word is the wrapped program depends on the wrapper's options
-            # (``nice -n 5 curl``, ``timeout -s KILL 5 curl``): judge the first few.
-            starts = [
-                j
-                for j in range(i + 1, len(words))
-                if not words[j].startswith("-") and not _ASSIGNMENT.match(words[j])
-            ]
-            for j in starts[:_WRAPPER_CANDIDATES]:
-                self.simple_command(words[j:], depth)
+        program, args = self.program(words[i]), words[i + 1 :]
+        if program is None:  # it expands to nothing: the next word is the program
+            self.simple_command(args, depth)
             return
+        if program in _WRAPPERS:
+            self.wrapped(program, words[i + 1 :], depth)
+            return
+        if program in _LOOPS:
+            self.repeats = True
+            if args:
+                self.assigned.add(args[0])
+                args = args[1:]
         if _PYTHON.match(program) and len(args) >= 2 and args[0] == "-m":
             program, args = args[1], args[2:]
-        if program == "pip3":
+        if _PIP.match(program):
             program = "pip"
         if program in NETWORK_PROGRAMS:
             self.flag(f"{program} reaches the network")
+        elif program in NETWORK_MODULES:
+            self.flag(f"python -m {program} reaches the network")
         elif program in NETWORK_SUBCOMMANDS:
-            sub = next((a for a in args if not a.startswith("-")), "")
+            sub = _subcommand(program, args)
             if sub in NETWORK_SUBCOMMANDS[program]:
                 self.flag(f"{program} {sub} may reach the network".replace("  ", " "))
         if program in SYSTEM_PROGRAMS or program.startswith("mkfs."):
             self.flag(f"{program} changes the system outside the workspace")
         if program == "eval":
             self.flag("eval runs text that cannot be judged in advance")
+        if program in ("export", "declare", "typeset", "local", "readonly", "read"):
+            self.assigned.update(a.split("=", 1)[0] for a in args if not a.startswith("-"))
         if program in _SHELLS:
             script = _dash_c_argument(args)
             if script is not None:
                 self.command_line(script, depth + 1)
+        if program in _CHANGE_DIR:
+            self.change_directory(program, args)
         for arg in args:
-            value = arg.split("=", 1)[1] if "=" in arg and arg.startswith("-") else arg
-            self.path(value)
+            self.argument(arg)
+
+    def program(self, word: str) -> str | None:
+        """The program a command word names (``None``: it expands to nothing).
+
+        A name computed at run time (an unknown variable, a glob or brace pattern) is
+        flagged.
+        """
+        try:
+            values = self.expand(word)
+        except _Unknown:
+            values = []
+        if values == [""]:
+            return None
+        computed = len(values) != 1 or "$" in values[0] or _GLOB_CHARS.search(values[0])
+        if computed and word not in ("[", "[["):
+            self.flag(f"the program name {word} is computed when the command runs")
+            return word
+        return os.path.basename(values[0])
+
+    def wrapped(self, wrapper: str, rest: list[str], depth: int) -> None:
+        """Judge the program a wrapper runs (``nice -n 5 curl``: one of the first words)."""
+        options = [w for w in rest if w.startswith("-")]
+        if wrapper == "command" and {"-v", "-V"} & set(options):
+            return  # only looks the name up
+        # Which later word is the wrapped program depends on the wrapper's options
+        # (``nice -n 5 curl``, ``timeout -s KILL 5 curl``): judge the first few.
+        starts = [
+            j for j, w in enumerate(rest) if not w.startswith("-") and not _ASSIGNMENT.match(w)
+        ]
+        for word in rest:
+            if _ASSIGNMENT.match(word):
+                self.assignment(word)
+            elif word.startswith("-"):
+                self.argument(word)
+        for j in starts[:_WRAPPER_CANDIDATES]:
+            self.simple_command(rest[j:], depth)
+
+    def assignment(self, word: str) -> None:
+        name, value = word.split("=", 1)
+        self.assigned.add(name.rstrip("+"))
+        self.path(value)
+
+    def argument(self, arg: str) -> None:
+        if _ASSIGNMENT.match(arg) or (arg.startswith("-") and "=" in arg):
+            self.path(arg.split("=", 1)[1])  # make PREFIX=/x, --out=/x
+        elif arg.startswith("-") and not arg.startswith("--") and len(arg) > 2:
+            if _path_like(arg[2:]):  # an attached value: -C/etc, -I../include
+                self.path(arg[2:])
+        else:
+            self.path(arg)
+
+    def change_directory(self, program: str, args: list[str]) -> None:
+        """Follow ``cd``: later relative paths are checked from every directory it may reach."""
+        targets = [a for a in args if not a.startswith(("-", "+")) or a == "-"]
+        if program == "popd" or "-" in targets or any(a.startswith("+") for a in args):
+            shown = " ".join([program, *args])
+            self.flag(f"{shown} returns to a directory the rules cannot see")
+            return
+        if not targets:
+            if program == "pushd":
+                self.flag("pushd without a directory returns to one the rules cannot see")
+                return
+            targets = [str(self.home)]
+        target = targets[0]
+        try:
+            values = self.expand(target)
+        except _Unknown:
+            values = []
+        if not values or "$" in "".join(values):
+            self.flag(f"{program} {target} goes to a directory that is computed at run time")
+            return
+        if ".." in Path(target).parts:
+            self.climbs = True
+        reached = {
+            Path(os.path.realpath(os.path.join(cwd, value)))
+            for value in values
+            for cwd in self.cwds
+        }
+        for path in sorted(reached - set(self.cwds)):
+            if not self.inside(path):
+                if not args:  # an explicit target is flagged as a path
+                    self.flag(f"{program} without a directory goes to the home directory")
+                return
+            if len(self.cwds) >= _MAX_CWDS:
+                self.flag(f"it changes directory too often to follow ({program} {target})")
+                return
+            self.cwds.append(path)
 
     def path(self, word: str) -> None:
         if not word or "://" in word:
@@ -193,33 +346,83 @@ class _Judge:
         if word.startswith(("/dev/tcp/", "/dev/udp/")):
             self.flag(f"{word} opens a network connection")
             return
-        expanded = _expand_home(word, self.home)
-        if expanded is None:
+        if word.startswith("~") and word.split("/", 1)[0] != "~":
             self.flag(f"cannot tell where {word.split('/', 1)[0]} points")
             return
-        if not _looks_like_path(expanded):
-            return
-        glob = _GLOB_CHARS.search(expanded)
-        if glob:
-            expanded = os.path.dirname(expanded[: glob.start()]) or "."
-        resolved = Path(os.path.realpath(os.path.join(self.cwd, expanded)))
-        if str(resolved) in HARMLESS_PATHS or str(resolved).startswith("/dev/fd/"):
-            return
-        if not any(resolved == root or root in resolved.parents for root in self.roots):
-            self.flag(f"it names {word}, which is outside the workspace")
+        try:
+            values = self.expand(word)
+        except _Unknown:
+            values = [word]
+        for value in values:
+            if not _path_like(value):
+                continue
+            if "$" in value:
+                self.flag(f"cannot tell where {word} points (it is expanded when the command runs)")
+                return
+            glob = _GLOB_CHARS.search(value)
+            if glob:
+                value = os.path.dirname(value[: glob.start()]) or "."
+            for cwd in self.cwds:
+                joined = os.path.join(cwd, value)
+                resolved = Path(os.path.realpath(joined))
+                if str(resolved) in HARMLESS_PATHS or str(resolved).startswith("/dev/fd/"):
+                    continue
+                if os.path.normpath(joined).startswith("/proc/") or not self.inside(resolved):
+                    self.flag(f"it names {word}, which is outside the workspace")
+                    return
+
+    def expand(self, word: str) -> list[str]:
+        """``word`` with ``~`` and known ``$NAME`` references expanded, once per ``$PWD``.
+
+        Raises:
+            _Unknown: when it refers to a variable assigned in the command itself or one
+                the environment does not hold.
+        """
+        if word == "~" or word.startswith("~/"):
+            word = str(self.home) + word[1:]
+        if "$" not in word:
+            return [word]
+        return [_REFERENCE.sub(partial(self.value_of, cwd=cwd), word) for cwd in self.cwds]
+
+    def value_of(self, match: re.Match[str], *, cwd: Path) -> str:
+        name = match.group(1) or match.group(2)
+        if name in self.assigned:
+            raise _Unknown(name)  # its value was checked where it was assigned
+        if name == "PWD":
+            return str(cwd)
+        if name == "HOME":
+            return str(self.home)
+        if name not in self.env:
+            raise _Unknown(name)  # bash's own variables ($BASH, $OLDPWD …) or unset ones
+        value = self.env[name]
+        return name if ":" in value else value  # $PATH lists paths but names none of them
+
+    def inside(self, path: Path) -> bool:
+        return any(is_within(path, root) for root in self.roots)
 
 
-def judge_command(command: str, *, roots: Sequence[Path], cwd: Path) -> ShellVerdict:
+def judge_command(
+    command: str,
+    *,
+    roots: Sequence[Path],
+    cwd: Path,
+    env: Mapping[str, str] | None = None,
+) -> ShellVerdict:
     """Apply the rule set to ``command``.
 
     Args:
         command: the command line, as ``bash -c`` will run it.
         roots: the resolved workspace and extra roots.
         cwd: the directory the command starts in (relative paths resolve from it).
+        env: the environment the command runs with, for expanding ``$NAME``; by default
+            the allowlisted environment ``bash_exec`` gives its commands.
     """
-    home = Path(os.path.realpath(os.path.expanduser("~")))
-    judge = _Judge(tuple(roots), cwd, home)
+    environment = env if env is not None else allowlisted_environment()
+    home = Path(os.path.realpath(environment.get("HOME") or os.path.expanduser("~")))
+    judge = _Judge(tuple(roots), [cwd], home, environment)
     judge.command_line(command, 0)
+    if judge.repeats and judge.climbs:
+        judge.flag("it runs cd .. inside a loop or function, which the rules cannot follow")
     return ShellVerdict(bool(judge.reasons), tuple(judge.reasons))
 
 
@@ -229,6 +432,10 @@ def _tokenize(command: str) -> list[str]:
     lexer.whitespace_split = True
     lexer.commenters = ""
     return list(lexer)
+
+
+def _adjacent(tokens: list[str], first: str, second: str) -> bool:
+    return any(a == first and b == second for a, b in itertools.pairwise(tokens))
 
 
 def _simple_commands(tokens: list[str]) -> Iterator[tuple[list[str], list[str]]]:
@@ -253,9 +460,14 @@ def _simple_commands(tokens: list[str]) -> Iterator[tuple[list[str], list[str]]]
     yield words, redirects
 
 
-def _substitutions(command: str) -> list[str]:
-    """The bodies of ``$(...)`` and backtick substitutions in ``command`` (outermost)."""
+def _substitutions(command: str) -> tuple[str, list[str]]:
+    """Split off the outermost ``$(...)`` and backtick substitutions of ``command``.
+
+    Returns:
+        ``command`` with each of them replaced by :data:`_PLACEHOLDER`, and their bodies.
+    """
     found: list[str] = []
+    outer: list[str] = []
     i = 0
     while (match := _SUBSTITUTION.search(command, i)) is not None:
         start = match.end()
@@ -264,6 +476,7 @@ def _substitutions(command: str) -> list[str]:
             if end < 0:
                 break
             found.append(command[start:end])
+            outer += [command[i : match.start()], _PLACEHOLDER]
             i = end + 1
             continue
         depth, j = 1, start
@@ -271,12 +484,24 @@ def _substitutions(command: str) -> list[str]:
             depth += {"(": 1, ")": -1}.get(command[j], 0)
             j += 1
         found.append(command[start : j - 1] if depth == 0 else command[start:])
+        outer += [command[i : match.start()], _PLACEHOLDER]
         i = j
-    return found
+    outer.append(command[i:])
+    return "".join(outer), found
 
 
-def _program(word: str) -> str:
-    return os.path.basename(word.strip("`"))
+def _subcommand(program: str, args: list[str]) -> str:
+    """The first argument that is not a global option (or an option's value)."""
+    takes_value = GLOBAL_OPTIONS_WITH_VALUE.get(program, frozenset())
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg.startswith("-"):
+            skip = arg in takes_value
+        else:
+            return arg
+    return ""
 
 
 def _dash_c_argument(args: list[str]) -> str | None:
@@ -286,18 +511,5 @@ def _dash_c_argument(args: list[str]) -> str | None:
     return None
 
 
-def _expand_home(word: str, home: Path) -> str | None:
-    """``word`` with ``~``, ``$HOME`` or ``${HOME}`` expanded; ``None`` for ``~user``."""
-    for prefix in ("$HOME", "${HOME}"):
-        if word == prefix or word.startswith(prefix + "/"):
-            return str(home) + word[len(prefix) :]
-    if word.startswith("~"):
-        head, _, rest = word.partition("/")
-        if head != "~":
-            return None
-        return str(home) + ("/" + rest if rest else "")
-    return word
-
-
-def _looks_like_path(word: str) -> bool:
-    return "/" in word or word in (".", "..")
+def _path_like(word: str) -> bool:
+    return "/" in word or ".." in word or word == "."

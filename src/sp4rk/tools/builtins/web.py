@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from sp4rk.tools.base import Tool, ToolError
+from sp4rk.tools.builtins.files import check_line_range
 from sp4rk.tools.function import tool
 
 #: Largest response body accepted; a larger one is an error, never a silent cut.
@@ -30,11 +31,22 @@ MAX_BODY_BYTES = 10 * 1024 * 1024
 DEFAULT_FETCH_TIMEOUT = 30.0
 #: Redirects followed before giving up.
 MAX_REDIRECTS = 10
+#: HTML converted to markdown; the rest of a larger page is left out (with a note).
+MAX_HTML_BYTES = 1024 * 1024
+#: Seconds the conversion to text may take (it runs in a worker thread).
+CONVERT_TIMEOUT = 20.0
 
 #: ``(host, port) -> IP addresses``; :func:`system_resolver` by default.
 Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
 
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+#: IPv6 ranges refused outright although Python may count them as global: IPv4-compatible
+#: addresses (``::a.b.c.d``, deprecated), site-local ``fec0::/10`` and local-use NAT64.
+_REFUSED_V6 = (
+    ipaddress.ip_network("::/96"),
+    ipaddress.ip_network("fec0::/10"),
+    ipaddress.ip_network("64:ff9b:1::/48"),
+)
 _HTML_TYPES = ("text/html", "application/xhtml+xml")
 _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/javascript")
 _DROP_TAGS = (
@@ -52,6 +64,8 @@ def is_public_address(address: str) -> bool:
     except ValueError:
         return False
     if isinstance(ip, ipaddress.IPv6Address):
+        if any(ip in network for network in _REFUSED_V6):
+            return False
         if ip.ipv4_mapped is not None:
             ip = ip.ipv4_mapped
         elif ip.sixtofour is not None:
@@ -111,10 +125,7 @@ def web_tools(
             raise ToolError("only http and https URLs are supported")
         if not host:
             raise ToolError(f"invalid URL {url!r}: it names no host")
-        if start_line < 0 or end_line < 0:
-            raise ToolError("start_line and end_line must be positive line numbers (or 0)")
-        if start_line > 0 and end_line > 0 and start_line > end_line:
-            raise ToolError(f"start_line ({start_line}) is after end_line ({end_line})")
+        check_line_range(start_line, end_line)
         from sp4rk.tools.builtins._netguard import fetch  # httpx loads on first use
 
         try:
@@ -131,7 +142,15 @@ def web_tools(
             raise ToolError(
                 f"failed to fetch URL: no complete response within {timeout:g}s"
             ) from None
-        text = _to_text(page.body, page.content_type, page.charset)
+        # Converting a large page takes seconds of CPU: never on the event loop.
+        try:
+            async with asyncio.timeout(CONVERT_TIMEOUT):
+                text = await asyncio.to_thread(_to_text, page.body, page.content_type, page.charset)
+        except TimeoutError:
+            raise ToolError(
+                f"fetched {page.url}, but converting it to text took longer than "
+                f"{CONVERT_TIMEOUT:g}s; look for a smaller page or a raw/text version"
+            ) from None
         return _ranged(text, page.url, start_line, end_line)
 
     return [web_fetch]
@@ -139,7 +158,14 @@ def web_tools(
 
 def _to_text(body: bytes, content_type: str, charset: str | None) -> str:
     if content_type in _HTML_TYPES or (not content_type and _looks_like_html(body)):
-        return html_to_markdown(body, charset)
+        if len(body) <= MAX_HTML_BYTES:
+            return html_to_markdown(body, charset)
+        cut = body.rfind(b"<", 0, MAX_HTML_BYTES)  # at a tag, never inside a character
+        markdown = html_to_markdown(body[: cut if cut > 0 else MAX_HTML_BYTES], charset)
+        return (
+            f"{markdown}\n\n[Only the first {MAX_HTML_BYTES} of the page's {len(body)} bytes "
+            "of HTML were converted]"
+        )
     is_text = content_type.startswith(_TEXT_TYPES) or content_type.endswith(("+json", "+xml"))
     if is_text or (not content_type and b"\x00" not in body[:8192]):
         try:
@@ -161,6 +187,9 @@ def html_to_markdown(html: bytes | str, charset: str | None = None) -> str:
     """Readable markdown from an HTML page: scripts, styles and page chrome removed.
 
     The page's ``<main>`` or ``<article>`` is used when it holds most of the text.
+
+    Raises:
+        ToolError: when the HTML is nested too deeply to convert.
     """
     from bs4 import BeautifulSoup  # loaded on first use
     from markdownify import MarkdownConverter
@@ -176,7 +205,13 @@ def html_to_markdown(html: bytes | str, charset: str | None = None) -> str:
         if candidate is not None and len(candidate.get_text(strip=True)) > 200:
             root = candidate
             break
-    markdown = MarkdownConverter(heading_style="ATX", strip=["img"]).convert_soup(root)
+    try:
+        markdown = MarkdownConverter(heading_style="ATX", strip=["img"]).convert_soup(root)
+    except RecursionError:
+        raise ToolError(
+            "the page's HTML is nested too deeply to convert to text; look for a simpler "
+            "version of the page"
+        ) from None
     markdown = re.sub(r"\n{3,}", "\n\n", markdown).strip()
     if title and title not in markdown[:500]:
         markdown = f"# {title}\n\n{markdown}"
