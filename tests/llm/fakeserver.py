@@ -24,6 +24,8 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     events: list[tuple[str | None, Any]] | None = None
     """``(event name or None, data)``; data is JSON-encoded unless it is a string."""
+    dropped: bool = False
+    """Send the events as a chunked body and drop the connection before its last chunk."""
 
 
 @dataclass
@@ -118,15 +120,19 @@ def _handler_for(server: FakeServer) -> type[BaseHTTPRequestHandler]:
             self.send_response(reply.status)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Connection", "close")
+            if reply.dropped:
+                self.send_header("Transfer-Encoding", "chunked")
             for name, value in reply.headers.items():
                 self.send_header(name, value)
             self.end_headers()
             for event, data in reply.events or []:
                 text = data if isinstance(data, str) else json.dumps(data)
-                frame = (f"event: {event}\n" if event else "") + f"data: {text}\n\n"
-                self.wfile.write(frame.encode())
+                frame = ((f"event: {event}\n" if event else "") + f"data: {text}\n\n").encode()
+                if reply.dropped:
+                    frame = b"%x\r\n%s\r\n" % (len(frame), frame)
+                self.wfile.write(frame)
                 self.wfile.flush()
-            self.close_connection = True
+            self.close_connection = True  # a dropped body ends here, without its last chunk
 
         def log_message(self, format: str, *args: Any) -> None:  # silence stderr
             return

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
+from typing import Any
+
 import anthropic
 import pytest
 
 from sp4rk.llm import AnthropicProvider
-from sp4rk.llm.errors import ProviderOverloadedError
-from sp4rk.llm.types import ChatRequest, Message, ReasoningItem
+from sp4rk.llm.anthropic import supports_effort
+from sp4rk.llm.errors import LLMError, ProviderOverloadedError
+from sp4rk.llm.types import ChatRequest, Message, ReasoningItem, ToolCall
 from tests.llm.conftest import API_KEY, ProviderFactory
 from tests.llm.conversation import full_request
 from tests.llm.fakeserver import FakeServer, Reply
 from tests.llm.wire import Turn, anthropic_json, anthropic_sse
 
 PATH = "/v1/messages"
+#: ``call:1`` in the characters the API allows, with a hash of the original id.
+CALL_ID = "call_1_" + hashlib.sha256(b"call:1").hexdigest()[:8]
 
 
 async def test_request_maps_every_field(server: FakeServer, make_provider: ProviderFactory) -> None:
@@ -46,7 +53,7 @@ async def test_request_maps_every_field(server: FakeServer, make_provider: Provi
                 {"type": "text", "text": "Reading."},
                 {
                     "type": "tool_use",
-                    "id": "call_1",
+                    "id": CALL_ID,
                     "name": "read_file",
                     "input": {"path": "a.txt"},
                 },
@@ -57,7 +64,7 @@ async def test_request_maps_every_field(server: FakeServer, make_provider: Provi
             "content": [
                 {
                     "type": "tool_result",
-                    "tool_use_id": "call_1",
+                    "tool_use_id": CALL_ID,
                     "content": "(no output)",
                     "is_error": False,
                 },
@@ -68,7 +75,7 @@ async def test_request_maps_every_field(server: FakeServer, make_provider: Provi
     assert (body["temperature"], body["top_p"], body["top_k"]) == (0.2, 0.9, 40)
     assert "presence_penalty" not in body
     assert "thinking" not in body
-    assert body["output_config"] == {"effort": "high"}
+    assert "output_config" not in body  # "test-model" is not known to take an effort
     assert body["tools"] == [
         {
             "name": "read_file",
@@ -213,3 +220,118 @@ def test_unknown_role_is_refused() -> None:
     bad.role = "robot"  # type: ignore[assignment]
     with pytest.raises(ValueError, match="robot"):
         provider.request_params(ChatRequest(messages=[bad]))
+
+
+@pytest.mark.parametrize(
+    ("model", "effort", "sent"),
+    [
+        ("claude-opus-4-7", "xhigh", {"effort": "xhigh"}),
+        ("claude-sonnet-4-6", "max", {"effort": "max"}),
+        ("us.anthropic.claude-opus-4-6-v1:0", "medium", {"effort": "medium"}),
+        ("claude-haiku-4-5", "low", None),
+        ("my-compatible-model", "high", None),
+        ("claude-opus-4-6", "Off", None),  # not an effort at all
+    ],
+)
+async def test_effort_goes_only_to_models_known_to_take_it(
+    model: str,
+    effort: str,
+    sent: dict[str, str] | None,
+    server: FakeServer,
+    make_provider: ProviderFactory,
+) -> None:
+    server.queue(PATH, anthropic_json(Turn(text="ok")))
+    request = ChatRequest(model=model, messages=[Message("user", "x")], reasoning_effort=effort)
+    await make_provider("anthropic").call(request)
+    assert server.bodies(PATH)[0].get("output_config") == sent
+
+
+@pytest.mark.parametrize(
+    ("model", "supported"),
+    [
+        ("claude-opus-4-5-20251101", True),
+        ("claude-opus-4-5@20251101", True),  # Vertex
+        ("claude-opus-5", True),
+        ("claude-sonnet-5", True),
+        ("claude-haiku-5-5", True),
+        ("claude-mythos-preview", True),
+        ("claude-opus", False),  # no version: not known
+        ("claude-fable-5", True),
+        ("claude-sonnet-4-5-20250929", False),
+        ("claude-opus-4-1-20250805", False),
+        ("claude-opus-4-20250514", False),  # Opus 4.0, the date is not a minor version
+        ("claude-haiku-4-5-20251001", False),
+        ("gpt-5", False),
+    ],
+)
+def test_models_known_to_take_an_effort(model: str, supported: bool) -> None:
+    assert supports_effort(model) is supported
+
+
+def test_rewritten_tool_ids_stay_distinct() -> None:
+    provider = AnthropicProvider("m", client=anthropic.AsyncAnthropic(api_key="k"))
+    calls = [ToolCall("a:b", "f", "{}"), ToolCall("a.b", "f", "{}"), ToolCall("a_b", "f", "{}")]
+    history = [
+        Message("user", "go"),
+        Message("assistant", tool_calls=calls),
+        *(Message("tool", "ok", tool_call_id=c.id) for c in calls),
+    ]
+    messages = provider.request_params(ChatRequest(messages=history))["messages"]
+    uses = [b["id"] for b in messages[1]["content"]]
+    results = [b["tool_use_id"] for b in messages[2]["content"]]
+    assert uses == results
+    assert len(set(uses)) == 3
+    assert uses[2] == "a_b"  # an id the API accepts is kept as it is
+    assert all(u.replace("_", "").replace("-", "").isalnum() for u in uses)
+
+
+@pytest.fixture
+def no_anthropic_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.MonkeyPatch:
+    """No Anthropic credentials or URL in the environment, and no credentials profile."""
+    for name in (
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "ANTHROPIC_BASE_URL",
+        "ANTHROPIC_CONFIG_DIR",
+        "ANTHROPIC_PROFILE",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.config/anthropic profile either
+    return monkeypatch
+
+
+@pytest.mark.usefixtures("no_anthropic_env")
+def test_no_credentials_is_a_clear_error_at_construction(server: FakeServer) -> None:
+    with pytest.raises(LLMError, match="ANTHROPIC_API_KEY"):
+        AnthropicProvider("m", base_url=server.url)
+
+
+async def test_environment_base_url_with_v1_suffix_is_accepted(
+    server: FakeServer, no_anthropic_env: pytest.MonkeyPatch
+) -> None:
+    no_anthropic_env.setenv("ANTHROPIC_BASE_URL", server.url + "/v1")
+    no_anthropic_env.setenv("ANTHROPIC_API_KEY", API_KEY)
+    server.queue(PATH, anthropic_json(Turn(text="ok")))
+    async with AnthropicProvider("m", max_retries=0) as provider:
+        response = await provider.call(ChatRequest(messages=[Message("user", "x")]))
+    assert response.message.content == "ok"
+    assert server.received[0].path == PATH
+
+
+async def test_stream_events_without_index_refer_to_the_block_opened_last(
+    server: FakeServer, make_provider: ProviderFactory
+) -> None:
+    turn = Turn(text="Reading.", calls=[("toolu_1", "read_file", '{"path": "a"}')])
+    events = anthropic_sse(turn).events or []
+    for _, data in events:
+        if isinstance(data, dict):
+            data.pop("index", None)
+    server.queue(PATH, Reply(events=events), anthropic_json(turn))
+    provider = make_provider("anthropic")
+    streamed = await provider.call_stream(ChatRequest(messages=[Message("user", "x")]), _ignore)
+    whole = await provider.call(ChatRequest(messages=[Message("user", "x")]))
+    assert streamed.to_dict() == whole.to_dict()
+
+
+def _ignore(_: Any) -> None:
+    return None

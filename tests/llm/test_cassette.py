@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -10,9 +11,15 @@ import pytest
 
 from sp4rk.agent import DumpCaller
 from sp4rk.llm.cassette import CassetteMissError, RecordingLLM, ReplayLLM, request_key
-from sp4rk.llm.errors import ContextWindowExceededError
+from sp4rk.llm.errors import (
+    ContextWindowExceededError,
+    LLMConnectionError,
+    LLMError,
+    QuotaExceededError,
+    RateLimitError,
+)
 from sp4rk.llm.testing import ScriptedLLM, text_response
-from sp4rk.llm.types import ChatRequest, Message
+from sp4rk.llm.types import ChatRequest, ChatResponse, Message
 from tests.llm import task
 from tests.llm.conftest import ProviderFactory
 from tests.llm.fakeserver import FakeServer
@@ -137,3 +144,77 @@ def test_unfinished_replay_and_bad_files_are_reported(tmp_path: Path) -> None:
 def test_request_key_ignores_key_order() -> None:
     assert request_key({"a": 1, "b": [1, 2]}) == request_key({"b": [1, 2], "a": 1})
     assert request_key({"a": 1}) != request_key({"a": 2})
+
+
+class _Gated:
+    """Answers each request when the test opens its gate, so calls end in a chosen order."""
+
+    def __init__(self, *contents: str) -> None:
+        self.gates = {content: asyncio.Event() for content in contents}
+        self.started = {content: asyncio.Event() for content in contents}
+
+    async def call(self, request: ChatRequest) -> ChatResponse:
+        content = request.messages[0].content
+        self.started[content].set()
+        await self.gates[content].wait()
+        return text_response(f"answer {content}")
+
+
+async def _overlapping_calls(caller: Any, inner: _Gated) -> None:
+    """Call with A, then B; B ends first, while A is still waiting."""
+    first = asyncio.create_task(caller.call(ChatRequest(messages=[Message("user", "A")])))
+    await inner.started["A"].wait()
+    second = asyncio.create_task(caller.call(ChatRequest(messages=[Message("user", "B")])))
+    await inner.started["B"].wait()
+    inner.gates["B"].set()
+    await second
+    inner.gates["A"].set()
+    await first
+
+
+@pytest.mark.parametrize("writer", ["recorder", "dump-caller"])
+async def test_concurrent_calls_replay_with_their_own_answers(tmp_path: Path, writer: str) -> None:
+    cassette = tmp_path / "c.jsonl"
+    inner = _Gated("A", "B")
+    if writer == "recorder":
+        async with RecordingLLM(inner, cassette) as recorder:
+            await _overlapping_calls(recorder, inner)
+    else:
+        with cassette.open("w") as out:
+            await _overlapping_calls(DumpCaller(inner, out), inner)
+
+    records = [json.loads(line) for line in cassette.read_text().splitlines()]
+    assert [r["direction"] for r in records] == ["request", "response"] * 2
+    replay = ReplayLLM(cassette)
+    for content in ("A", "B"):
+        response = await replay.call(ChatRequest(messages=[Message("user", content)]))
+        assert response.message.content == f"answer {content}"
+    replay.assert_complete()
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        RateLimitError("slow down", status_code=429, retryable=True, code="rate_limit_exceeded"),
+        QuotaExceededError("no money", status_code=429, retryable=False, code="quota"),
+        ContextWindowExceededError("too long", status_code=400),
+        LLMConnectionError("reset", retryable=True),
+    ],
+    ids=lambda e: type(e).__name__,
+)
+async def test_replayed_errors_keep_status_retryable_and_code(
+    tmp_path: Path, error: LLMError
+) -> None:
+    cassette = tmp_path / "e.jsonl"
+    request = ChatRequest(messages=[Message("user", "x")])
+    async with RecordingLLM(ScriptedLLM([error]), cassette) as recorder:
+        with pytest.raises(type(error)):
+            await recorder.call(request)
+
+    with pytest.raises(LLMError) as caught:
+        await ReplayLLM(cassette).call(request)
+    replayed = caught.value
+    assert type(replayed) is type(error)
+    assert str(replayed) == str(error)
+    assert (replayed.status_code, replayed.retryable) == (error.status_code, error.retryable)
+    assert getattr(replayed, "code", None) == getattr(error, "code", None)

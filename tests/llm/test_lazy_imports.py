@@ -48,3 +48,26 @@ def test_provider_names_resolve() -> None:
         assert getattr(sp4rk.llm, name).__name__ == name
     with pytest.raises(AttributeError):
         _ = sp4rk.llm.NoSuchProvider  # type: ignore[attr-defined]
+
+
+def test_star_import_needs_no_local_extra_and_local_provider_stays_reachable() -> None:
+    code = (
+        "import sys\n"
+        "sys.modules['llama_cpp'] = None\n"  # the 'local' extra is missing
+        "from sp4rk.llm import *\n"
+        "import sp4rk.llm\n"
+        "assert 'LocalProvider' not in sp4rk.llm.__all__\n"
+        "assert 'LocalProvider' in dir(sp4rk.llm)\n"
+        "print(Router.__name__, AnthropicProvider.__name__, OpenAIChatProvider.__name__)\n"
+    )
+    out = _run(code)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["Router", "AnthropicProvider", "OpenAIChatProvider"]
+
+
+def test_local_provider_resolves_lazily() -> None:
+    pytest.importorskip("llama_cpp", reason="the 'local' extra is not installed")
+    import sp4rk.llm
+    from sp4rk.llm.local import LocalProvider
+
+    assert sp4rk.llm.LocalProvider is LocalProvider

@@ -9,10 +9,16 @@ import openai
 import pytest
 
 from sp4rk.llm import OpenAIChatProvider
+from sp4rk.llm.errors import (
+    ContextWindowExceededError,
+    LLMError,
+    ProviderAPIError,
+    RateLimitError,
+)
 from sp4rk.llm.types import ChatRequest, Message
 from tests.llm.conftest import API_KEY, ProviderFactory
 from tests.llm.conversation import READ_SCHEMA, full_request
-from tests.llm.fakeserver import FakeServer
+from tests.llm.fakeserver import FakeServer, Reply
 from tests.llm.wire import Turn, chat_json, chat_sse
 
 PATH = "/v1/chat/completions"
@@ -212,3 +218,129 @@ def test_missing_model_is_a_clear_error() -> None:
     provider = OpenAIChatProvider(api_key="k", base_url="http://127.0.0.1:9/v1")
     with pytest.raises(ValueError, match="no model"):
         provider.request_params(ChatRequest(messages=[Message("user", "x")]))
+
+
+def _chunk(delta: dict[str, Any], finish: str | None = None) -> tuple[None, dict[str, Any]]:
+    choice = {"index": 0, "delta": delta, "finish_reason": finish}
+    data = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m"}
+    return None, {**data, "choices": [choice]}
+
+
+def _call_delta(arguments: str, **fields: Any) -> dict[str, Any]:
+    """A tool-call delta; ``fields`` may hold ``index``, ``id`` and ``name``."""
+    delta: dict[str, Any] = {"function": {"arguments": arguments}}
+    if "name" in fields:
+        delta["function"]["name"] = fields.pop("name")
+        delta["type"] = "function"
+    return {"tool_calls": [{**delta, **fields}]}
+
+
+async def _streamed_calls(
+    server: FakeServer, make_provider: ProviderFactory, deltas: list[dict[str, Any]]
+) -> list[tuple[str, str, str]]:
+    events = [_chunk({"role": "assistant"}), *(_chunk(d) for d in deltas)]
+    events += [_chunk({}, "tool_calls"), (None, "[DONE]")]
+    server.queue(PATH, Reply(events=events))
+    response = await make_provider("chat").call_stream(
+        ChatRequest(messages=[Message("user", "hi")]), lambda _: None
+    )
+    assert response.stop_reason == "tool_use"
+    return [(c.id, c.name, c.input) for c in response.message.tool_calls]
+
+
+async def test_stream_assembles_interleaved_tool_call_deltas_by_index(
+    server: FakeServer, make_provider: ProviderFactory
+) -> None:
+    calls = await _streamed_calls(
+        server,
+        make_provider,
+        [
+            _call_delta("", index=0, id="a", name="f"),
+            _call_delta("", index=1, id="b", name="g"),
+            _call_delta('{"x":', index=0),
+            _call_delta('{"y":', index=1),
+            _call_delta("1}", index=0),
+            _call_delta("2}", index=1),
+        ],
+    )
+    assert calls == [("a", "f", '{"x":1}'), ("b", "g", '{"y":2}')]
+
+
+async def test_stream_without_indexes_opens_a_call_per_id(
+    server: FakeServer, make_provider: ProviderFactory
+) -> None:
+    # Gemini's OpenAI-compatible endpoint sends no index; a delta without id continues.
+    calls = await _streamed_calls(
+        server,
+        make_provider,
+        [
+            _call_delta('{"x":1}', id="a", name="f"),
+            _call_delta('{"y":', id="b", name="g"),
+            _call_delta("2}"),
+        ],
+    )
+    assert calls == [("a", "f", '{"x":1}'), ("b", "g", '{"y":2}')]
+
+
+async def test_stream_new_id_at_a_used_index_is_a_new_call(
+    server: FakeServer, make_provider: ProviderFactory
+) -> None:
+    calls = await _streamed_calls(
+        server,
+        make_provider,
+        [
+            _call_delta('{"x":', index=0, id="a", name="f"),
+            _call_delta("1}", index=0, id="a"),  # the same id repeated: the same call
+            _call_delta('{"y":', index=0, id="b", name="g"),
+            _call_delta("2}", index=0),
+        ],
+    )
+    assert calls == [("a", "f", '{"x":1}'), ("b", "g", '{"y":2}')]
+
+
+async def test_calls_without_ids_get_ids_by_position(
+    server: FakeServer, make_provider: ProviderFactory
+) -> None:
+    body = chat_json(TURN).body
+    for call in body["choices"][0]["message"]["tool_calls"]:
+        del call["id"]
+    server.queue(PATH, Reply(body=body))
+    provider = make_provider("chat")
+    response = await provider.call(ChatRequest(messages=[Message("user", "hi")]))
+    assert [c.id for c in response.message.tool_calls] == ["call_0", "call_1"]
+    streamed = await _streamed_calls(
+        server, make_provider, [_call_delta("{}", index=0, name="f"), _call_delta("{}", index=1)]
+    )
+    assert [call_id for call_id, _, _ in streamed] == ["call_0", "call_1"]
+
+
+@pytest.mark.parametrize(
+    ("error", "expected", "status"),
+    [
+        (
+            {"message": "This endpoint's maximum context length is 8192 tokens.", "code": 400},
+            ContextWindowExceededError,
+            400,
+        ),
+        (
+            {"message": "Rate limit exceeded: free-models-per-min.", "code": 429},
+            RateLimitError,
+            429,
+        ),
+        ("upstream failed", ProviderAPIError, None),
+    ],
+    ids=["overflow", "rate-limit", "text"],
+)
+async def test_error_body_with_status_200_is_classified(
+    error: Any,
+    expected: type[LLMError],
+    status: int | None,
+    server: FakeServer,
+    make_provider: ProviderFactory,
+) -> None:
+    server.queue(PATH, Reply(200, {"error": error, "user_id": "u1"}))
+    with pytest.raises(LLMError) as caught:
+        await make_provider("chat").call(ChatRequest(messages=[Message("user", "hi")]))
+    assert type(caught.value) is expected
+    assert caught.value.status_code == status
+    assert "no choices" not in str(caught.value)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sp4rk.llm.errors import ProviderAPIError
-from sp4rk.llm.types import ChatRequest, Message, ReasoningItem
+from sp4rk.llm.types import ChatRequest, Message, ReasoningItem, ToolCall
 from tests.llm.conftest import ProviderFactory
 from tests.llm.conversation import full_request
 from tests.llm.fakeserver import FakeServer, Reply
@@ -144,3 +144,17 @@ async def test_missing_responses_endpoint_says_so(
     with pytest.raises(ProviderAPIError, match="Responses API") as caught:
         await provider.call(ChatRequest(messages=[Message("user", "x")]))
     assert caught.value.status_code == 404
+
+
+async def test_a_call_without_arguments_is_sent_with_an_empty_object(
+    server: FakeServer, make_provider: ProviderFactory
+) -> None:
+    server.queue(PATH, responses_json(Turn(text="ok")))
+    history = [
+        Message("user", "go"),
+        Message("assistant", tool_calls=[ToolCall("c1", "list_files", "")]),
+        Message("tool", "a.txt", tool_call_id="c1"),
+    ]
+    await make_provider("responses").call(ChatRequest(messages=history))
+    [call] = [i for i in server.bodies(PATH)[0]["input"] if i.get("type") == "function_call"]
+    assert call["arguments"] == "{}"

@@ -123,3 +123,41 @@ async def test_openrouter_takes_its_own_key(
         await router.call(ChatRequest(messages=HELLO))
     assert env.received[0].body["model"] == "meta-llama/llama-3-8b"
     assert _key(env, 0) == "sk-or-env-key-0000000000"
+
+
+@pytest.mark.parametrize("own_first", [True, False], ids=["own-prefix-first", "other-first"])
+async def test_routers_own_options_do_not_depend_on_call_order(
+    env: FakeServer, own_first: bool
+) -> None:
+    env.queue("/v1/chat/completions", chat_json(Turn(text="a")), chat_json(Turn(text="b")))
+    own = ChatRequest(messages=HELLO)  # "openai:gpt-4o": Chat Completions, the router's key
+    other = ChatRequest(model="openai-chat:gpt-4o-mini", messages=HELLO)  # the environment's
+    async with Router("openai:gpt-4o", api_key=API_KEY, max_retries=0) as router:
+        for request in (own, other) if own_first else (other, own):
+            await router.call(request)
+        assert router.route("")[0] is not router.route("openai-chat:x")[0]
+    keys = {r.body["model"]: _key(env, i) for i, r in enumerate(env.received)}
+    assert keys == {"gpt-4o": API_KEY, "gpt-4o-mini": "sk-openai-env-key-000000"}
+
+
+async def test_each_openai_provider_gets_only_the_options_it_takes(env: FakeServer) -> None:
+    env.queue("/v1/chat/completions", chat_json(Turn(text="chat")))
+    env.queue("/v1/responses", responses_json(Turn(text="responses")))
+    async with Router("openai:gpt-5", store=True, api_key=API_KEY, max_retries=0) as router:
+        chat = await router.call(ChatRequest(model="openai:gpt-4o", messages=HELLO))
+        responses = await router.call(ChatRequest(messages=HELLO))
+    assert (chat.message.content, responses.message.content) == ("chat", "responses")
+    chat_body, responses_body = (
+        env.bodies("/v1/chat/completions")[0],
+        env.bodies("/v1/responses")[0],
+    )
+    assert "store" not in chat_body
+    assert responses_body["store"] is True
+    assert [_key(env, i) for i in range(2)] == [API_KEY, API_KEY]
+
+
+def test_an_option_no_provider_of_the_prefix_takes_is_refused_at_once() -> None:
+    with pytest.raises(TypeError, match="extra_body"):
+        Router("anthropic:claude-x", extra_body={"a": 1})
+    with pytest.raises(TypeError, match="api_kye"):
+        Router("openai:gpt-4o", api_kye="typo")

@@ -116,3 +116,57 @@ def test_parent_wins_on_merge_clash() -> None:
         {"description": "parent", "oneOf": [{"description": "child", "type": "string"}]}
     )
     assert out == {"description": "parent", "type": "string"}
+
+
+def test_a_nullable_object_counts_for_strict_mode() -> None:
+    open_inner = {
+        "type": "object",
+        "properties": {
+            "opt": {"type": ["object", "null"], "properties": {"a": {"type": "string"}}},
+        },
+        "required": ["opt"],
+        "additionalProperties": False,
+    }
+    params, strict = openai_strict_parameters(open_inner)
+    assert strict is False  # the inner object is neither closed nor fully required
+    assert params == open_inner
+
+    closed_inner = {
+        "type": "object",
+        "properties": {
+            "opt": {
+                "type": ["object", "null"],
+                "properties": {"a": {"type": "string"}},
+                "required": ["a"],
+            },
+        },
+        "required": ["opt"],
+    }
+    params, strict = openai_strict_parameters(closed_inner)
+    assert strict is True
+    assert params is not None
+    assert params["additionalProperties"] is False
+    assert params["properties"]["opt"]["additionalProperties"] is False
+    assert openai_parameters({"type": ["object", "null"]})["properties"] == {}
+
+
+def test_anthropic_merges_the_first_non_null_variant() -> None:
+    out = sanitize_for_anthropic(
+        {
+            "type": "object",
+            "properties": {
+                "point": {
+                    "anyOf": [
+                        {"type": "null"},
+                        {"type": "object", "properties": {"x": {"type": "integer"}}},
+                    ]
+                },
+                "only_null": {"anyOf": [{"type": "null"}]},
+            },
+        }
+    )
+    assert out["properties"]["point"] == {
+        "type": "object",
+        "properties": {"x": {"type": "integer"}},
+    }
+    assert out["properties"]["only_null"] == {"type": "null"}

@@ -3,7 +3,10 @@
 Providers (``OpenAIChatProvider``, ``OpenAIResponsesProvider``, ``AnthropicProvider``,
 ``Router``) load lazily, so ``import sp4rk.llm`` works without any provider SDK installed;
 naming one without its SDK raises an ``ImportError`` that says which extra to install.
-More lives in submodules: :mod:`sp4rk.llm.local` (offline GGUF models),
+``from sp4rk.llm import *`` names all four, so it needs both the ``openai`` and the
+``anthropic`` extra (import the names you use otherwise). ``LocalProvider`` is not part of
+``*`` (it needs the ``local`` extra) but resolves lazily like the others, and lives in
+:mod:`sp4rk.llm.local` (offline GGUF models). More lives in submodules:
 :mod:`sp4rk.llm.cassette` (record/replay), :mod:`sp4rk.llm.errors` (the full error tree) and
 :mod:`sp4rk.llm.testing` (test doubles).
 """
@@ -36,7 +39,7 @@ from sp4rk.llm.types import (
 
 if TYPE_CHECKING:
     from sp4rk.llm.anthropic import AnthropicProvider
-    from sp4rk.llm.local import LocalProvider
+    from sp4rk.llm.local import LocalProvider as LocalProvider
     from sp4rk.llm.openai_chat import OpenAIChatProvider
     from sp4rk.llm.openai_responses import OpenAIResponsesProvider
     from sp4rk.llm.router import Router
@@ -57,7 +60,6 @@ __all__ = [
     "ContextWindowExceededError",
     "LLMConnectionError",
     "LLMError",
-    "LocalProvider",
     "Message",
     "OpenAIChatProvider",
     "OpenAIResponsesProvider",
@@ -86,4 +88,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    return sorted(set(globals()) | set(__all__) | set(_LAZY))

@@ -8,13 +8,12 @@ responses and stream chunks are plain dicts.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from sp4rk.llm._schema import openai_parameters
 from sp4rk.llm.base import content_blocks, system_parts
-from sp4rk.llm.errors import ProviderAPIError
+from sp4rk.llm.errors import LLMConnectionError, ProviderAPIError
 from sp4rk.llm.types import (
     ChatResponse,
     Message,
@@ -103,8 +102,9 @@ def chat_tools(tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
 def parse_chat_completion(data: dict[str, Any], *, provider: str) -> ChatResponse:
     """A ``chat.completion`` object (as a dict) as a :class:`ChatResponse`.
 
-    Tool arguments stay the raw JSON text the model produced. ``reasoning_content`` (or
-    ``reasoning``, OpenRouter's name) becomes both the message's reasoning and the response's.
+    Tool arguments stay the raw JSON text the model produced; a call the server gave no id
+    gets ``call_<its position>``. ``reasoning_content`` (or ``reasoning``, OpenRouter's name)
+    becomes both the message's reasoning and the response's.
 
     Raises:
         ProviderAPIError: when the response has no choices.
@@ -116,11 +116,11 @@ def parse_chat_completion(data: dict[str, Any], *, provider: str) -> ChatRespons
     msg = choice.get("message") or {}
     calls = [
         ToolCall(
-            c.get("id") or f"call_{uuid.uuid4().hex[:24]}",
+            c.get("id") or f"call_{position}",
             (c.get("function") or {}).get("name") or "",
             (c.get("function") or {}).get("arguments") or "{}",
         )
-        for c in msg.get("tool_calls") or []
+        for position, c in enumerate(msg.get("tool_calls") or [])
     ]
     reasoning = msg.get("reasoning_content") or msg.get("reasoning") or ""
     finish = choice.get("finish_reason") or ""
@@ -145,17 +145,26 @@ def parse_chat_completion(data: dict[str, Any], *, provider: str) -> ChatRespons
 class ChatStreamAssembler:
     """Rebuilds a ``chat.completion`` from ``chat.completion.chunk`` objects.
 
-    Text deltas go to ``on_text`` as they arrive; tool calls are assembled by their
-    ``index`` (id and name from the first delta, arguments concatenated), so the result parses
-    exactly like a non-streamed completion.
+    Text deltas go to ``on_text`` as they arrive. Tool calls are assembled in slots, one per
+    call (id and name from its first delta, arguments concatenated), so the result parses
+    exactly like a non-streamed completion. A delta goes to the slot of its ``index``; a new
+    ``id`` at an occupied index opens a new slot (a server that numbers every call 0), and a
+    delta without ``index`` (Gemini's compatible endpoint) opens one when it carries an id,
+    else continues the latest call.
+
+    Args:
+        on_text: called with each text delta.
+        provider: the label used in error messages.
     """
 
-    def __init__(self, on_text: Callable[[str], None]) -> None:
+    def __init__(self, on_text: Callable[[str], None], *, provider: str) -> None:
         self._on_text = on_text
+        self._provider = provider
         self._model = ""
         self._content: list[str] = []
         self._reasoning: list[str] = []
-        self._calls: dict[int, dict[str, Any]] = {}
+        self._calls: list[dict[str, Any]] = []
+        self._slot_of_index: dict[int, int] = {}
         self._finish = ""
         self._usage: dict[str, Any] = {}
 
@@ -179,22 +188,46 @@ class ChatStreamAssembler:
             self._finish = choice.get("finish_reason") or self._finish
 
     def _add_call_delta(self, delta: dict[str, Any]) -> None:
-        slot = self._calls.setdefault(delta.get("index", len(self._calls)), {"arguments": []})
+        slot = self._slot_for(delta.get("index"), delta.get("id"))
         slot["id"] = slot.get("id") or delta.get("id")
         function = delta.get("function") or {}
         slot["name"] = slot.get("name") or function.get("name")
         if function.get("arguments"):
             slot["arguments"].append(function["arguments"])
 
+    def _slot_for(self, index: int | None, call_id: str | None) -> dict[str, Any]:
+        """The slot a tool-call delta belongs to, opened when the delta starts a new call."""
+        if index is None:
+            current = self._calls[-1] if self._calls else None
+        else:
+            position = self._slot_of_index.get(index)
+            current = None if position is None else self._calls[position]
+        if current is None or (call_id and current.get("id") and call_id != current["id"]):
+            current = {"arguments": []}
+            self._calls.append(current)
+            if index is not None:
+                self._slot_of_index[index] = len(self._calls) - 1
+        return current
+
     def completion(self) -> dict[str, Any]:
-        """The assembled completion, in the non-streamed response shape."""
+        """The assembled completion, in the non-streamed response shape.
+
+        Raises:
+            LLMConnectionError: (retryable) the stream ended before a chunk gave the
+                ``finish_reason``: the connection was cut, and the text so far is partial.
+        """
+        if not self._finish:
+            raise LLMConnectionError(
+                f"{self._provider}: the stream ended before its final chunk (no finish_reason)",
+                retryable=True,
+            )
         calls = [
             {
                 "id": c.get("id"),
                 "type": "function",
                 "function": {"name": c.get("name") or "", "arguments": "".join(c["arguments"])},
             }
-            for _, c in sorted(self._calls.items())
+            for c in self._calls
         ]
         message = {
             "role": "assistant",

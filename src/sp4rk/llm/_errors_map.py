@@ -4,12 +4,14 @@ One classifier serves every wire format. It decides by HTTP status first, then b
 provider's machine-readable error code or type, and reads the message text only as a last
 resort (servers that give no code: Anthropic, Gemini-style, vLLM, OpenRouter)::
 
-    429                                   RateLimitError (retryable), unless the code says
-                                          quota/billing (QuotaExceededError) or the request
-                                          alone exceeds the per-minute limit: not retryable
+    429 (in a stream: a rate-limit or     RateLimitError (retryable), unless the code says
+    quota code)                           quota/billing, or the text does without naming a
+                                          per-minute limit or a retry delay
+                                          (QuotaExceededError), or the request alone exceeds
+                                          the per-minute limit: not retryable
     code context_length_exceeded, ...     ContextWindowExceededError
     503, 529, code overloaded_error       ProviderOverloadedError (retryable)
-    400/413/422 + an overflow message     ContextWindowExceededError
+    400/413/422 + an overflow message     ContextWindowExceededError (whatever the code)
     408, 409, 5xx                         ProviderAPIError (retryable)
     anything else                         ProviderAPIError (not retryable)
 
@@ -20,6 +22,7 @@ applies to transient failures only and a quota 429 fails at once.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from dataclasses import dataclass
@@ -51,18 +54,29 @@ _OVERFLOW_TEXT = re.compile(
     r"|exceed(?:s|ed)? (?:the )?context (?:limit|window)"  # Anthropic, OpenAI Responses
     r"|exceeds the maximum number of tokens allowed"  # Gemini
     r"|exceeds the available context size"  # llama.cpp
+    r"|longer than the maximum model length"  # vLLM ("The decoder prompt (length N) is ...")
+    r"|exceeds the context length"  # Ollama ("the input length exceeds the context length")
+    r"|context length of only \d+ tokens"  # LM Studio
+    r"|greater than the context length"  # LM Studio ("tokens to keep ... greater than ...")
     r"|too many tokens in (?:the )?(?:prompt|input|request)",
     re.IGNORECASE,
 )
 _QUOTA_CODES = frozenset(
     {"insufficient_quota", "billing_hard_limit_reached", "billing_not_active", "quota_exceeded"}
 )
+#: Codes that make an error reported inside a stream (no HTTP status) a 429.
+_STREAM_RATE_CODES = frozenset({"rate_limit_exceeded", "rate_limit_error"}) | _QUOTA_CODES
 _TOO_LARGE_TEXT = re.compile(r"request too large", re.IGNORECASE)
 _QUOTA_TEXT = re.compile(r"exceeded your current quota|check your plan and billing", re.I)
+#: A quota text with one of these is a per-minute limit (Gemini's RESOURCE_EXHAUSTED 429s say
+#: "You exceeded your current quota ... Please retry in 43s"): waiting helps.
+_PER_MINUTE_TEXT = re.compile(r"retry in|try again in|per[ _-]?minute", re.I)
 _OVERLOADED = frozenset({"overloaded_error", "overloaded", "unavailable"})
 _RETRYABLE_TYPES = frozenset({"rate_limit_error", "api_error", "server_error", "timeout"})
 _OVERFLOW_STATUSES = frozenset({400, 413, 422})
 _KEY_LIKE = re.compile(r"\b(sk-(?:ant-|proj-)?|AIza|xai-|gsk_)[A-Za-z0-9_\-]{12,}")
+#: Known secrets shorter than this are not masked (they would mask ordinary words).
+_MIN_SECRET = 4
 _MAX_MESSAGE = 2000
 
 
@@ -127,8 +141,10 @@ def classify(
     def api_error(cls: type[ProviderAPIError], retryable: bool) -> ProviderAPIError:
         return cls(message, status_code=status, retryable=retryable, code=info.code)
 
-    if status == 429 or (status is None and code == "rate_limit_exceeded"):
-        if code in _QUOTA_CODES or _QUOTA_TEXT.search(info.message):
+    if status == 429 or (status is None and code in _STREAM_RATE_CODES):
+        if code in _QUOTA_CODES or (
+            _QUOTA_TEXT.search(info.message) and not _PER_MINUTE_TEXT.search(info.message)
+        ):
             return api_error(QuotaExceededError, False)
         return api_error(RateLimitError, not _TOO_LARGE_TEXT.search(info.message))
     if code in _OVERFLOW_CODES:
@@ -144,24 +160,49 @@ def classify(
 
 def connection_error(provider: str, exc: BaseException, secrets: tuple[str, ...]) -> LLMError:
     """The exception for a call that got no HTTP answer (always retryable)."""
-    detail = redact(str(exc), secrets)
+    detail = redact(str(exc), secrets) or type(exc).__name__  # some say nothing: ReadError('')
     return LLMConnectionError(f"{provider}: connection failed: {detail}", retryable=True)
 
 
 def redact(text: str, secrets: tuple[str, ...]) -> str:
-    """``text`` with every known secret, and anything shaped like an API key, masked."""
-    for secret in secrets:
-        if secret and len(secret) >= 8:
+    """``text`` with every known secret (4 characters or more) and every key-like word masked."""
+    for secret in sorted(secrets, key=len, reverse=True):
+        if len(secret) >= _MIN_SECRET:
             text = text.replace(secret, "[REDACTED]")
     return _KEY_LIKE.sub(lambda m: f"{m.group(1)}[REDACTED]", text)
 
 
+def _redact_value(value: Any, secrets: tuple[str, ...]) -> Any:
+    """``value`` (a decoded JSON body, say) with secrets masked in every string it holds."""
+    if isinstance(value, str):
+        return redact(value, secrets)
+    if isinstance(value, dict):
+        return {key: _redact_value(item, secrets) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_redact_value(item, secrets) for item in value]
+    if isinstance(value, tuple):
+        return tuple(_redact_value(item, secrets) for item in value)
+    return value
+
+
 def scrub_exception(exc: BaseException, secrets: tuple[str, ...]) -> None:
-    """Mask secrets in an SDK exception's text, so a chained traceback cannot show them."""
-    exc.args = tuple(redact(a, secrets) if isinstance(a, str) else a for a in exc.args)
-    message = getattr(exc, "message", None)
-    if isinstance(message, str):
-        exc.message = redact(message, secrets)  # type: ignore[attr-defined]
+    """Mask secrets in an SDK exception and in the exceptions chained to it.
+
+    The text (``args``, ``message``) and the error ``body`` a server sent back are rewritten,
+    so neither a chained traceback nor code inspecting ``__cause__`` can show a key, also
+    when the server echoed it.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        current.args = tuple(_redact_value(a, secrets) for a in current.args)
+        for name in ("message", "body"):
+            value = getattr(current, name, None)
+            if value is not None:
+                with contextlib.suppress(AttributeError):  # a read-only property: nothing stored
+                    setattr(current, name, _redact_value(value, secrets))
+        current = current.__cause__ or current.__context__
 
 
 async def veto_retry_hook(response: Any) -> None:

@@ -43,16 +43,16 @@ def openai_strict_parameters(schema: dict[str, Any]) -> tuple[dict[str, Any] | N
     """The ``parameters`` and ``strict`` flag of a Responses API function tool.
 
     Returns:
-        ``(None, True)`` for a tool without parameters (the API's own convention); the strict
-        form with ``True`` when the schema already is closed with every property required;
-        otherwise the non-strict form with ``False``, which keeps optional parameters optional
-        and free-form objects free.
+        ``(None, True)`` for a tool without parameters (the API's own convention); otherwise
+        the sanitised schema, with ``True`` when it already is strict-compatible (every
+        object, nullable ones included, closed with every property required) and ``False``
+        when not, which keeps optional parameters optional and free-form objects free.
     """
     if not schema:
         return None, True
     sanitized = sanitize_for_openai(schema)
     if _strict_compatible(sanitized):
-        return _close_objects(sanitized), True
+        return _closed(sanitized), True
     return sanitized, False
 
 
@@ -111,6 +111,12 @@ def _infer_object(node: dict[str, Any]) -> None:
         node["type"] = "object"
 
 
+def _is_object(node: dict[str, Any]) -> bool:
+    """Whether ``node`` may be an object (``"object"``, or a type list such as a nullable's)."""
+    kind = node.get("type")
+    return kind == "object" or (isinstance(kind, list) and "object" in kind)
+
+
 def _openai_node(node: Any) -> Any:
     if isinstance(node, list):
         return [_openai_node(item) for item in node]
@@ -118,7 +124,7 @@ def _openai_node(node: Any) -> Any:
         return node
     out = {k: v for k, v in node.items() if k not in _OPENAI_DROP}
     _infer_object(out)
-    if out.get("type") == "object" and not isinstance(out.get("properties"), dict):
+    if _is_object(out) and not isinstance(out.get("properties"), dict):
         out["properties"] = {}
     if isinstance(out.get("properties"), dict):
         out["properties"] = {k: _openai_node(v) for k, v in out["properties"].items()}
@@ -131,12 +137,12 @@ def _openai_node(node: Any) -> Any:
 
 
 def _object_nodes(node: Any) -> list[dict[str, Any]]:
-    """Every single-type object schema in ``node``, outermost first."""
+    """Every object schema in ``node`` (nullable ones too), outermost first."""
     if isinstance(node, list):
         return [found for item in node for found in _object_nodes(item)]
     if not isinstance(node, dict):
         return []
-    found = [node] if node.get("type") == "object" else []
+    found = [node] if _is_object(node) else []
     children: list[Any] = list((node.get("properties") or {}).values())
     children += [node[k] for k in ("items", "additionalProperties", *_COMPOSITION) if k in node]
     return found + _object_nodes(children)
@@ -152,11 +158,14 @@ def _strict_compatible(schema: dict[str, Any]) -> bool:
     return True
 
 
-def _close_objects(schema: dict[str, Any]) -> dict[str, Any]:
+def _closed(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` (strict-compatible) with every object's ``additionalProperties: false`` explicit.
+
+    Strict mode demands it written out; ``required`` already lists every property.
+    """
     result = copy.deepcopy(schema)
     for obj in _object_nodes(result):
         obj["additionalProperties"] = False
-        obj["required"] = sorted(obj.get("properties") or {})
     return result
 
 
@@ -181,7 +190,11 @@ def _anthropic_node(node: Any) -> Any:
 
 
 def _flatten(node: dict[str, Any]) -> dict[str, Any]:
-    """Merge ``allOf`` (all of it) or the first ``oneOf``/``anyOf`` variant into ``node``."""
+    """Merge ``allOf`` (all of it) or one ``oneOf``/``anyOf`` variant into ``node``.
+
+    The variant is the first that is not ``{"type": "null"}``: an optional value written
+    ``anyOf: [{"type": "null"}, {...}]`` keeps the shape of its real value.
+    """
     all_of = node.pop("allOf", None)
     if isinstance(all_of, list) and all_of:
         for part in all_of:
@@ -190,9 +203,15 @@ def _flatten(node: dict[str, Any]) -> dict[str, Any]:
         return node
     for key in ("oneOf", "anyOf"):
         variants = node.get(key)
-        if isinstance(variants, list) and variants and isinstance(variants[0], dict):
+        if not isinstance(variants, list):
+            continue
+        chosen = next(
+            (v for v in variants if isinstance(v, dict) and v.get("type") != "null"),
+            next((v for v in variants if isinstance(v, dict)), None),
+        )
+        if chosen is not None:
             node.pop(key)
-            return _merge(node, _flatten(dict(variants[0])))
+            return _merge(node, _flatten(dict(chosen)))
     return node
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -25,7 +27,7 @@ from sp4rk.llm.base import (
     logger,
     system_parts,
 )
-from sp4rk.llm.errors import LLMError, ProviderAPIError
+from sp4rk.llm.errors import LLMConnectionError, LLMError, ProviderAPIError
 from sp4rk.llm.types import (
     ChatRequest,
     ChatResponse,
@@ -52,6 +54,20 @@ _STOP_REASONS = {
 _BAD_ID_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 #: Reasoning efforts the API takes as ``output_config.effort``.
 _EFFORTS = frozenset({"low", "medium", "high", "xhigh", "max"})
+#: A Claude model name: family and version (``claude-opus-4-5-20251101`` is Opus 4.5; a
+#: Bedrock or Vertex prefix or suffix around it is fine).
+_CLAUDE_MODEL = re.compile(
+    r"claude-(opus|sonnet|haiku|mythos|fable)(?:-(\d+)(?:-(\d{1,2}))?(?!\d))?"
+)
+#: The first version of each family that accepts ``output_config.effort`` (Anthropic's effort
+#: documentation: Opus 4.5, Sonnet 4.6, Haiku 5.5 and later, every Mythos and Fable model).
+_EFFORT_SINCE = {
+    "opus": (4, 5),
+    "sonnet": (4, 6),
+    "haiku": (5, 5),
+    "mythos": (0, 0),
+    "fable": (0, 0),
+}
 
 
 class AnthropicProvider(SDKProvider[anthropic.AsyncAnthropic]):
@@ -61,21 +77,29 @@ class AnthropicProvider(SDKProvider[anthropic.AsyncAnthropic]):
     one); tool calls and results become ``tool_use`` / ``tool_result`` blocks, with ids
     reduced to the characters the API allows. ``reasoning_effort="On"`` enables extended
     thinking (budget: half of ``max_tokens``, at most 32 000; sampling parameters are then
-    dropped, as the API requires); ``low`` ... ``max`` are sent as ``output_config.effort``;
-    other values are ignored. Thinking blocks come back as the response's ``reasoning``
-    and as ``Message.reasoning_items`` (the signature in the id), and are sent back with the
-    assistant turn they belong to while thinking is on, as the API requires during tool use.
+    dropped, as the API requires); ``low`` ... ``max`` are sent as ``output_config.effort`` to
+    the models known to accept it (Opus 4.5, Sonnet 4.6, Haiku 5.5 and later, Mythos, Fable)
+    and ignored for others, like any other value. Thinking blocks come back as the response's
+    ``reasoning`` and as ``Message.reasoning_items`` (the signature in the id), and are sent
+    back with the assistant turn they belong to while thinking is on, as the API requires
+    during tool use.
 
     Args:
         model: the model used when a request does not name one.
-        api_key: the API key; ``None`` lets the SDK read ``ANTHROPIC_API_KEY``.
-        base_url: another endpoint speaking the Messages API (a trailing ``/v1`` is fine).
+        api_key: the API key; ``None`` lets the SDK read ``ANTHROPIC_API_KEY`` (or
+            ``ANTHROPIC_AUTH_TOKEN``, or its other credential sources).
+        base_url: another endpoint speaking the Messages API (``None``: ``ANTHROPIC_BASE_URL``
+            or Anthropic); a trailing ``/v1`` is fine in either.
         client: a ready ``anthropic.AsyncAnthropic`` (then leave the connection options
             unset; its own retry policy applies).
         max_retries: SDK retries of transient failures (408, 409, 429, 5xx, 529) with its
             backoff and ``Retry-After``; ``None`` keeps the SDK default (2).
         timeout: seconds per request; ``None`` keeps the SDK default.
         default_headers: extra headers sent with every request.
+
+    Raises:
+        ValueError: ``client`` given together with connection options.
+        LLMError: no credentials were given or found (the message names the variable to set).
     """
 
     name = "anthropic"
@@ -121,6 +145,12 @@ class AnthropicProvider(SDKProvider[anthropic.AsyncAnthropic]):
             async with stream:
                 async for event in stream:
                     assembler.feed(event.model_dump())
+        if not assembler.finished:
+            raise LLMConnectionError(
+                f"{self.name}: the stream ended before the message did (no message_delta "
+                "or message_stop event)",
+                retryable=True,
+            )
         return self.parse_message(assembler.message())
 
     def translate(self, exc: Exception) -> LLMError:
@@ -166,7 +196,7 @@ class AnthropicProvider(SDKProvider[anthropic.AsyncAnthropic]):
             }
             if sampling:
                 params["extra_body"] = sampling
-        if effort in _EFFORTS:
+        if effort in _EFFORTS and supports_effort(params["model"]):
             params["output_config"] = {"effort": effort}
         if request.tools:
             params["tools"] = [
@@ -235,22 +265,55 @@ class AnthropicProvider(SDKProvider[anthropic.AsyncAnthropic]):
         )
 
 
+def supports_effort(model: str) -> bool:
+    """Whether ``model`` is a Claude model known to accept ``output_config.effort``."""
+    match = _CLAUDE_MODEL.search(model.lower())
+    if match is None:
+        return False
+    family, major, minor = match.groups()
+    return (int(major or 0), int(minor or 0)) >= _EFFORT_SINCE[family]
+
+
 def _build_client(options: Mapping[str, object]) -> anthropic.AsyncAnthropic:
-    base_url = options.get("base_url")
-    if isinstance(base_url, str):
+    base_url = options.get("base_url") or os.environ.get("ANTHROPIC_BASE_URL")
+    if isinstance(base_url, str) and base_url:
         # The SDK's paths start with /v1; accept base URLs written with it too.
         options = {**options, "base_url": re.sub(r"/v1/?$", "", base_url.rstrip("/"))}
-    return build_sdk_client(
+    client = build_sdk_client(
         "anthropic",
         anthropic.AsyncAnthropic,
         anthropic.DefaultAsyncHttpxClient,
         anthropic.AnthropicError,
         options,
     )
+    if not _has_credentials(client):
+        # The SDK would only fail at the first call, with a bare TypeError.
+        raise LLMError(
+            "anthropic: no API key: pass api_key=... or set ANTHROPIC_API_KEY "
+            "(or ANTHROPIC_AUTH_TOKEN)"
+        )
+    return client
+
+
+def _has_credentials(client: anthropic.AsyncAnthropic) -> bool:
+    """Whether the client can authenticate (key, token, credentials provider or auth header)."""
+    if getattr(client, "credentials", None) is not None:
+        return True
+    headers = {name.lower() for name, value in client.default_headers.items() if value}
+    return bool(headers & {"x-api-key", "authorization"})
 
 
 def _tool_id(call_id: str) -> str:
-    return _BAD_ID_CHARS.sub("_", call_id)
+    """``call_id`` in the characters the API allows, distinct ids staying distinct.
+
+    An id that needs no change is kept; a changed one gets a short hash of the original, so
+    ``a:b`` and ``a.b`` do not both become ``a_b``.
+    """
+    safe = _BAD_ID_CHARS.sub("_", call_id)
+    if safe == call_id:
+        return call_id
+    digest = hashlib.sha256(call_id.encode("utf-8")).hexdigest()[:8]
+    return f"{safe}_{digest}"
 
 
 def _messages(messages: Sequence[Message], *, with_thinking: bool) -> list[dict[str, Any]]:
@@ -333,7 +396,8 @@ class _StreamAssembler:
     """Rebuilds a ``message`` from Messages API stream events (as dicts).
 
     Tool inputs are kept as the concatenated raw ``partial_json`` text, so a malformed or
-    truncated input reaches the executor as the model wrote it.
+    truncated input reaches the executor as the model wrote it. An event without ``index``
+    (a non-compliant server) refers to the block opened last.
     """
 
     def __init__(self, on_text: Callable[[str], None]) -> None:
@@ -341,6 +405,10 @@ class _StreamAssembler:
         self._message: dict[str, Any] = {"content": [], "usage": {}}
         self._blocks: dict[int, dict[str, Any]] = {}
         self._raw_inputs: dict[int, list[str]] = {}
+        self._current = 0
+        self.finished = False
+        """Whether the stream said how the message ended (``message_delta`` or
+        ``message_stop``); a stream cut short ends without either."""
 
     def feed(self, event: dict[str, Any]) -> None:
         """Take one event."""
@@ -354,16 +422,22 @@ class _StreamAssembler:
                 b.get("type") == "text" for b in self._blocks.values()
             ):
                 self._on_text("\n")  # text blocks are joined with newlines
-            self._blocks[event.get("index", len(self._blocks))] = block
+            index = event.get("index")
+            self._current = len(self._blocks) if index is None else index
+            self._blocks[self._current] = block
             if block.get("type") == "tool_use":
-                self._raw_inputs[event.get("index", 0)] = []
+                self._raw_inputs[self._current] = []
         elif kind == "content_block_delta":
-            self._delta(event.get("index", 0), event.get("delta") or {})
+            index = event.get("index")
+            self._delta(self._current if index is None else index, event.get("delta") or {})
         elif kind == "message_delta":
+            self.finished = True
             delta = event.get("delta") or {}
             self._message["stop_reason"] = delta.get("stop_reason")
             usage = self._message["usage"]
             usage.update({k: v for k, v in (event.get("usage") or {}).items() if v is not None})
+        elif kind == "message_stop":
+            self.finished = True
 
     def _delta(self, index: int, delta: dict[str, Any]) -> None:
         block = self._blocks.setdefault(index, {})

@@ -10,6 +10,7 @@ connection pool.
 from __future__ import annotations
 
 import logging
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -19,6 +20,7 @@ from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 from sp4rk.llm._errors_map import (
     ErrorInfo,
     classify,
+    connection_error,
     parse_error_body,
     redact,
     scrub_exception,
@@ -150,12 +152,22 @@ class SDKProvider(Provider, Generic[ClientT]):
 
     @contextmanager
     def sdk_errors(self) -> Iterator[None]:
-        """Re-raise the SDK's exceptions inside the block as sp4rk's, secrets masked."""
+        """Re-raise the SDK's exceptions inside the block as sp4rk's, secrets masked.
+
+        A transport failure of the SDK's HTTP library that the SDK lets through (a connection
+        dropped while a stream is read, typically) becomes a retryable
+        :class:`~sp4rk.llm.errors.LLMConnectionError` too.
+        """
         try:
             yield
         except self.sdk_error as exc:
             scrub_exception(exc, self._secrets)
             raise self.translate(exc) from exc
+        except Exception as exc:
+            if not _is_transport_error(exc):
+                raise
+            scrub_exception(exc, self._secrets)
+            raise connection_error(self.name, exc, self._secrets) from exc
 
     @abstractmethod
     def translate(self, exc: Exception) -> LLMError:
@@ -177,6 +189,22 @@ class SDKProvider(Provider, Generic[ClientT]):
 
 
 _KEY_ATTRS = ("api_key", "auth_token")
+#: The HTTP libraries of the official SDKs (httpx2 today, httpx before).
+_HTTP_LIBRARIES = ("httpx2", "httpx")
+
+
+def _is_transport_error(exc: Exception) -> bool:
+    """Whether ``exc`` is a transport error of an HTTP library the SDKs use.
+
+    Only libraries already imported are checked: an exception of one cannot exist otherwise,
+    and importing one here would load it for nothing.
+    """
+    for name in _HTTP_LIBRARIES:
+        library = sys.modules.get(name)
+        transport_error = getattr(library, "TransportError", None)
+        if isinstance(transport_error, type) and isinstance(exc, transport_error):
+            return True
+    return False
 
 
 def build_sdk_client(

@@ -2,7 +2,9 @@
 
 A cassette is a dump file (the format of ``sp4rk.agent.DumpCaller``): one JSON object per
 line, ``{"ts", "direction": "request"|"response", "data": <to_dict()>, "error"?}``, a request
-followed by its response. Record a run once against a real provider::
+followed by its response. Both lines of an exchange are written together once the call has
+ended, so calls made concurrently never interleave. Record a run once against a real
+provider::
 
     async with RecordingLLM(OpenAIChatProvider("gpt-4o-mini"), "run.jsonl") as llm:
         await Executor(llm, registry, 20).run(registry.list(), window)
@@ -17,7 +19,8 @@ then replay it offline, as often as you like::
 (compared by a canonical hash of its JSON form), so the agent must take the same path it took
 when recording. A request that was never recorded fails with :class:`CassetteMissError` and a
 diff against the request the cassette expected next. Failed calls replay as the same
-exception type: an overflow recorded as ``ContextWindowExceededError`` replays as one.
+exception type, with the same ``status_code``, ``retryable`` and ``code``: an overflow recorded
+as ``ContextWindowExceededError`` replays as one.
 """
 
 from __future__ import annotations
@@ -43,18 +46,65 @@ _DIFF_LINES = 60
 
 
 def dump_record(
-    direction: str, data: dict[str, Any] | None, error: BaseException | None = None
+    direction: str,
+    data: dict[str, Any] | None,
+    error: BaseException | None = None,
+    *,
+    ts: datetime | None = None,
 ) -> str:
-    """One cassette/dump line (without the newline)."""
+    """One cassette/dump line (without the newline).
+
+    A failed call's line carries ``error`` (the message) and ``error_type`` (the class name);
+    for an :class:`~sp4rk.llm.errors.LLMError` also ``error_status_code`` and
+    ``error_retryable``, and ``error_code`` for a
+    :class:`~sp4rk.llm.errors.ProviderAPIError`, so a replay raises an equal exception.
+
+    Args:
+        direction: ``"request"`` or ``"response"``.
+        data: the request or response as ``to_dict()``; ``None`` for a failed call.
+        error: the exception of a failed call.
+        ts: when it happened (default: now).
+    """
     record: dict[str, Any] = {
-        "ts": datetime.now(UTC).isoformat(timespec="microseconds"),
+        "ts": (ts or datetime.now(UTC)).isoformat(timespec="microseconds"),
         "direction": direction,
         "data": data,
     }
     if error is not None:
         record["error"] = str(error)
         record["error_type"] = type(error).__name__
+        if isinstance(error, errors.LLMError):
+            record["error_status_code"] = error.status_code
+            record["error_retryable"] = error.retryable
+        if isinstance(error, errors.ProviderAPIError):
+            record["error_code"] = error.code
     return json.dumps(record, ensure_ascii=False)
+
+
+def exchange_lines(
+    request: ChatRequest,
+    sent: datetime,
+    response: ChatResponse | None,
+    error: BaseException | None = None,
+) -> str:
+    """The request line and the response (or error) line of one call, each ending in a newline.
+
+    Writers emit both with a single write once the call is over, so exchanges made
+    concurrently never interleave and a replay pairs every response with its request.
+
+    Args:
+        request: the request sent.
+        sent: when it was sent (the request line's timestamp).
+        response: the response, or ``None`` when the call failed.
+        error: the exception of a failed call.
+    """
+    answer = None if response is None else response.to_dict()
+    return (
+        dump_record("request", request.to_dict(), ts=sent)
+        + "\n"
+        + dump_record("response", answer, error)
+        + "\n"
+    )
 
 
 def request_key(request: dict[str, Any], normalize: Normalizer | None = None) -> str:
@@ -62,6 +112,21 @@ def request_key(request: dict[str, Any], normalize: Normalizer | None = None) ->
     data = normalize(request) if normalize else request
     canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _recorded_error(record: dict[str, Any]) -> errors.LLMError:
+    """The exception a failed call's record describes (an ``LLMError`` whatever was raised)."""
+    cls = getattr(errors, str(record.get("error_type")), None)
+    if not (isinstance(cls, type) and issubclass(cls, errors.LLMError)):
+        cls = errors.LLMError
+    status = record.get("error_status_code")
+    options: dict[str, Any] = {
+        "status_code": status if isinstance(status, int) else None,
+        "retryable": record.get("error_retryable") is True,
+    }
+    if issubclass(cls, errors.ProviderAPIError):
+        options["code"] = str(record.get("error_code") or "")
+    return cls(str(record["error"]), **options)
 
 
 class CassetteMissError(AssertionError):
@@ -72,7 +137,9 @@ class RecordingLLM:
     """Forwards every call to ``inner`` and appends the request and response to a cassette.
 
     Streaming is forwarded when ``inner`` streams. The file is truncated when the recorder is
-    created, flushed after every line, and closed by ``aclose()`` (or ``async with``).
+    created, and closed by ``aclose()`` (or ``async with``). Each exchange is written (and
+    flushed) when its call ends: a failed call is recorded with its exception, a cancelled one
+    not at all.
 
     Args:
         inner: the real caller (a provider, a router, ...).
@@ -104,22 +171,20 @@ class RecordingLLM:
     async def _record(
         self, request: ChatRequest, send: Callable[[], Awaitable[ChatResponse]]
     ) -> ChatResponse:
-        self._write("request", request.to_dict())
+        sent = datetime.now(UTC)
         try:
             response = await send()
         except Exception as exc:
-            self._write("response", None, exc)
+            self._write(exchange_lines(request, sent, None, exc))
             raise
-        self._write("response", response.to_dict())
+        self._write(exchange_lines(request, sent, response))
         return response
 
-    def _write(
-        self, direction: str, data: dict[str, Any] | None, error: BaseException | None = None
-    ) -> None:
+    def _write(self, lines: str) -> None:
         with self._lock:
             if self._file is None:
                 raise ValueError(f"cassette {self.path} is closed")
-            self._file.write(dump_record(direction, data, error) + "\n")
+            self._file.write(lines)
             self._file.flush()
 
     async def aclose(self) -> None:
@@ -203,10 +268,7 @@ class ReplayLLM:
         record: dict[str, Any] = queue.popleft()
         self._used.add(record["_index"])
         if record.get("error") is not None:
-            cls = getattr(errors, str(record.get("error_type")), None)
-            if not (isinstance(cls, type) and issubclass(cls, errors.LLMError)):
-                cls = errors.LLMError
-            raise cls(record["error"])
+            raise _recorded_error(record)
         return ChatResponse.from_dict(record.get("data") or {})
 
     async def call_stream(

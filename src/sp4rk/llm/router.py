@@ -18,6 +18,9 @@ Prefixes, and where each provider finds its key and URL when not given them:
 from __future__ import annotations
 
 import dataclasses
+import functools
+import importlib
+import inspect
 import os
 from collections.abc import Callable
 from typing import Any
@@ -61,13 +64,17 @@ class Router(Provider):
 
     Args:
         model: the default ``"provider:model"``.
-        **provider_options: keyword arguments for the provider that ``model`` names (for
-            instance ``api_key``, ``base_url``, ``max_retries``, ``timeout``); providers
-            reached through other prefixes are configured from the environment.
+        **provider_options: keyword arguments for the providers reached through the prefix
+            that ``model`` names (for instance ``api_key``, ``base_url``, ``max_retries``,
+            ``timeout``); providers reached through other prefixes are configured from the
+            environment. Under ``openai:``, which serves a model with the Responses API or
+            Chat Completions, each provider gets the options it takes (``store`` goes to the
+            Responses provider only).
 
     Raises:
         ValueError: ``model`` has no known prefix, or options are given without a model to
             say which provider they configure.
+        TypeError: an option that no provider of that prefix takes.
     """
 
     name = "router"
@@ -83,8 +90,19 @@ class Router(Provider):
             raise ValueError(
                 "provider options need model='provider:...' to say which provider they configure"
             )
+        if provider_options:
+            kinds = _KINDS.get(self._prefix, (self._prefix,))
+            taken = set().union(*(_accepted_options(kind) for kind in kinds))
+            unknown = sorted(set(provider_options) - taken)
+            if unknown:
+                raise TypeError(
+                    f"Router: {', '.join(unknown)} is not an option of the {self._prefix!r} "
+                    f"provider (it takes {', '.join(sorted(taken))})"
+                )
         self._options = provider_options
-        self._providers: dict[tuple[str, str], Provider] = {}
+        # Keyed by kind, whether the router's options configure it (else: the environment),
+        # and the model file for local providers.
+        self._providers: dict[tuple[str, bool, str], Provider] = {}
 
     def route(self, model: str) -> tuple[Provider, str]:
         """The provider for ``model`` (``""``: the router's) and the model name it gets.
@@ -106,10 +124,12 @@ class Router(Provider):
             kind = "openai-responses" if "gpt-5" in lowered or "codex" in lowered else "openai-chat"
         else:
             kind = prefix
-        key = (kind, bare if kind == "local" else "")
+        configured = prefix == self._prefix and bool(self._options)
+        key = (kind, configured, bare if kind == "local" else "")
         if key not in self._providers:
-            options = self._options if prefix == self._prefix else {}
-            self._providers[key] = _BUILDERS[kind](bare, dict(options))
+            taken = _accepted_options(kind) if configured else frozenset()
+            options = {name: value for name, value in self._options.items() if name in taken}
+            self._providers[key] = _build(kind, bare, options)
         return self._providers[key], bare
 
     async def call(self, request: ChatRequest) -> ChatResponse:
@@ -135,53 +155,58 @@ class Router(Provider):
             await provider.aclose()
 
 
-def _openai_chat(model: str, options: dict[str, Any]) -> Provider:
-    from sp4rk.llm.openai_chat import OpenAIChatProvider
-
-    return OpenAIChatProvider(model, **options)
-
-
-def _openai_responses(model: str, options: dict[str, Any]) -> Provider:
-    from sp4rk.llm.openai_responses import OpenAIResponsesProvider
-
-    return OpenAIResponsesProvider(model, **options)
-
-
-def _anthropic(model: str, options: dict[str, Any]) -> Provider:
-    from sp4rk.llm.anthropic import AnthropicProvider
-
-    return AnthropicProvider(model, **options)
+#: The provider classes a prefix can reach, when it can reach several.
+_KINDS = {"openai": ("openai-chat", "openai-responses")}
+#: The class behind each kind: (module, class name), imported on first use.
+_CLASSES = {
+    "openai-chat": ("sp4rk.llm.openai_chat", "OpenAIChatProvider"),
+    "openai-responses": ("sp4rk.llm.openai_responses", "OpenAIResponsesProvider"),
+    "anthropic": ("sp4rk.llm.anthropic", "AnthropicProvider"),
+    "openai-compatible": ("sp4rk.llm.openai_chat", "OpenAIChatProvider"),
+    "openrouter": ("sp4rk.llm.openai_chat", "OpenAIChatProvider"),
+    "local": ("sp4rk.llm.local", "LocalProvider"),
+}
 
 
-def _compatible(model: str, options: dict[str, Any]) -> Provider:
+def _provider_class(kind: str) -> type[Provider]:
+    module, name = _CLASSES[kind]
+    cls: type[Provider] = getattr(importlib.import_module(module), name)
+    return cls
+
+
+@functools.cache
+def _accepted_options(kind: str) -> frozenset[str]:
+    """The keyword options the provider class of ``kind`` takes (besides the model)."""
+    parameters = inspect.signature(_provider_class(kind)).parameters.values()
+    return frozenset(p.name for p in parameters if p.kind is p.KEYWORD_ONLY)
+
+
+def _build(kind: str, model: str, options: dict[str, Any]) -> Provider:
+    """A provider of ``kind``; third-party servers get their URL and key filled in."""
+    fill = _DEFAULTS.get(kind)
+    return _provider_class(kind)(model, **(fill(options) if fill else options))
+
+
+def _compatible(options: dict[str, Any]) -> dict[str, Any]:
     options.setdefault("base_url", os.environ.get("OPENAI_COMPATIBLE_BASE_URL"))
     if not options["base_url"]:
         raise LLMError(
             "openai-compatible: no server: pass base_url=... or set OPENAI_COMPATIBLE_BASE_URL"
         )
     options.setdefault("api_key", os.environ.get("OPENAI_COMPATIBLE_API_KEY") or NO_KEY)
-    return _openai_chat(model, options)
+    return options
 
 
-def _openrouter(model: str, options: dict[str, Any]) -> Provider:
+def _openrouter(options: dict[str, Any]) -> dict[str, Any]:
     options.setdefault("base_url", OPENROUTER_BASE_URL)
     options.setdefault("api_key", os.environ.get("OPENROUTER_API_KEY"))
     if not options["api_key"]:
         raise LLMError("openrouter: no API key: pass api_key=... or set OPENROUTER_API_KEY")
-    return _openai_chat(model, options)
+    return options
 
 
-def _local(model: str, options: dict[str, Any]) -> Provider:
-    from sp4rk.llm.local import LocalProvider
-
-    return LocalProvider(model, **options)
-
-
-_BUILDERS: dict[str, Callable[[str, dict[str, Any]], Provider]] = {
-    "openai-chat": _openai_chat,
-    "openai-responses": _openai_responses,
-    "anthropic": _anthropic,
+#: Fills in the connection options of the kinds that do not use the SDK's own defaults.
+_DEFAULTS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "openai-compatible": _compatible,
     "openrouter": _openrouter,
-    "local": _local,
 }
