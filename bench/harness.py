@@ -24,9 +24,7 @@ from types import ModuleType
 from typing import Any
 
 from anchors.common import (
-    MAX_REPS,
-    MIN_REPS,
-    REPS_BUDGET_S,
+    REPS,
     S1_RESULT_BYTES,
     S1_STEPS,
     S2_EARLY,
@@ -99,13 +97,15 @@ async def _timed(run: Callable[[], Awaitable[None]]) -> tuple[float, float]:
 
 
 def _repeated(module: ModuleType, spec: RunSpec, marks: Collection[int] = ()) -> list[Timed]:
-    """At least ``MIN_REPS`` timed runs, more while within ``REPS_BUDGET_S`` seconds."""
-    runs: list[Timed] = []
-    started = time.perf_counter()
-    while len(runs) < MIN_REPS or (
-        len(runs) < MAX_REPS and time.perf_counter() - started < REPS_BUDGET_S
-    ):
-        runs.append(_timed_run(module, spec, Probe(marks)))
+    """``REPS`` timed runs, each checked to have made exactly the scripted calls."""
+    runs = [_timed_run(module, spec, Probe(marks)) for _ in range(REPS)]
+    for run in runs:
+        calls = (len(run.probe.model_seconds), len(run.probe.tool_seconds))
+        if calls != (spec.steps + 1, spec.steps):
+            raise RuntimeError(
+                f"expected {spec.steps + 1} model and {spec.steps} tool calls, got {calls}: "
+                "the contender did not follow the script, so its cost per step is not comparable"
+            )
     return runs
 
 
@@ -115,27 +115,28 @@ def _marks(*windows: tuple[int, int]) -> set[int]:
 
 
 def s1_overhead(module: ModuleType) -> dict[str, Any]:
-    """S1: own µs/step at N tool steps with 200-byte results (best of the repetitions)."""
-    best, reps = {}, {}
+    """S1: own µs/step at N tool steps with 200-byte results (median of the repetitions)."""
+    median, reps = {}, {}
     for steps in S1_STEPS:
         runs = _repeated(module, RunSpec(steps, S1_RESULT_BYTES))
-        best[str(steps)] = min(run.own_us_per_step(steps) for run in runs)
+        median[str(steps)] = statistics.median(run.own_us_per_step(steps) for run in runs)
         reps[str(steps)] = len(runs)
-    return {"us_per_step": best, "reps": reps}
+    return {"us_per_step": median, "reps": reps}
 
 
 def s2_growth(module: ModuleType) -> dict[str, Any]:
-    """S2: 500 steps with 4 KB results: best µs/step, late/early growth, the median curve."""
+    """S2: 500 steps with 4 KB results: median µs/step, late/early growth, the median curve."""
     runs = _repeated(module, RunSpec(S2_STEPS, S2_RESULT_BYTES), _marks(S2_EARLY, S2_LATE))
-    early = min(run.probe.window_cost(*S2_EARLY) for run in runs) * 1e6
-    late = min(run.probe.window_cost(*S2_LATE) for run in runs) * 1e6
+    early = [run.probe.window_cost(*S2_EARLY) * 1e6 for run in runs]
+    late = [run.probe.window_cost(*S2_LATE) * 1e6 for run in runs]
     curves = [run.probe.step_costs() for run in runs]
     return {
-        "us_per_step": min(run.own_us_per_step(S2_STEPS) for run in runs),
+        "us_per_step": statistics.median(run.own_us_per_step(S2_STEPS) for run in runs),
         "reps": len(runs),
-        "early_us": early,
-        "late_us": late,
-        "growth": late / early,
+        "early_us": statistics.median(early),
+        "late_us": statistics.median(late),
+        # the median of each run's own ratio: early and late from the same run
+        "growth": statistics.median(lt / e for lt, e in zip(late, early, strict=True)),
         "curve_us": [round(statistics.median(step) * 1e6, 2) for step in zip(*curves, strict=True)],
     }
 

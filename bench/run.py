@@ -97,9 +97,20 @@ def main(argv: list[str] | None = None) -> int:
     RESULTS.mkdir(exist_ok=True)
     full = wanted == labels and scenarios == set(SCENARIOS)
     report = {"machine": machine, "full": full, "results": results}
+    failed = [
+        f"{label} {scenario}: {r['error']}"
+        for label, per in results.items()
+        for scenario, r in per.items()
+        if "error" in r and not r["error"].startswith("not installed")
+    ]
+    if not full:  # a partial run never replaces the published full results
+        print(json.dumps(report, indent=1))
+        return 1 if failed else 0
     (RESULTS / "latest.json").write_text(json.dumps(report, indent=1) + "\n")
-    _write(machine, results, readme=full)
-    return 0
+    _write(machine, results, readme=True)
+    if failed:
+        print("\nFAILED:\n  " + "\n  ".join(failed), file=sys.stderr)
+    return 1 if failed else 0
 
 
 def _write(machine: dict[str, Any], results: dict[str, dict[str, Any]], *, readme: bool) -> None:
@@ -145,7 +156,10 @@ def _work(module_name: str, scenario: str, out: Path) -> int:
     try:
         module = importlib.import_module(f"contenders.{module_name}")
     except ImportError as exc:
-        result: dict[str, Any] = {"error": f"not installed ({exc.name or exc})"}
+        missing = exc.name or ""
+        if missing.split(".")[0] in ("sp4rk", "anchors", "harness", "contenders"):
+            raise  # our own code failing to import is a failure, not a missing peer
+        result: dict[str, Any] = {"error": f"not installed ({missing or exc})"}
     else:
         try:
             result = run_worker(module, scenario)

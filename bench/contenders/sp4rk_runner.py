@@ -1,7 +1,7 @@
 """sp4rk: ``Executor`` with its defaults, driven by ``sp4rk.llm.testing.FunctionLLM``.
 
-On: ``ContextWindow`` (pruning and compaction armed), both truncation stages (Stage 1 has no limit
-for this tool in S1-S3 and 5 000 lines in S4; Stage 2 is the default tool-result budget), the
+On: ``ContextWindow`` (pruning and compaction armed), both truncation stages (Stage 1 at 50 000
+lines for the tool in S1-S3, never reached, and 5 000 in S4; Stage 2 the default budget), the
 result cache, events (the default sink, through the executor's guarded dispatch) and every
 circuit breaker but one. Off: the same-tool breaker, built to stop exactly this scenario's
 pattern (one tool, fresh arguments, same-sized results) after 12 calls.
@@ -47,6 +47,8 @@ WINDOW_TOKENS = 10_000_000
 ENDURANCE_WINDOW_TOKENS = 128_000
 #: S4's Stage 1 limit for the bench tool (the default of ripgrep, glob and list_directory).
 ENDURANCE_STAGE1 = ToolTruncationConfig(max_lines=5_000)
+#: S1-S3's Stage 1 limit for the bench tool: read_file's default, never reached, but measured.
+STAGE1 = ToolTruncationConfig(max_lines=50_000)
 BREAKERS = CircuitBreakerConfig(
     same_tool_repeat_nudge_threshold=0, same_tool_repeat_abort_threshold=0
 )
@@ -57,8 +59,8 @@ def prepare(spec: RunSpec, probe: Probe) -> Callable[[], Awaitable[None]]:
     script = Script(spec.steps)
 
     async def respond(request: ChatRequest) -> ChatResponse:
-        entered = probe.model_enter()
         llm.requests.clear()  # the double keeps a copy of every prompt: O(steps²) memory
+        entered = probe.model_enter()
         if spec.latency_s:
             await asyncio.sleep(spec.latency_s)
         query = script.next_query()
@@ -86,12 +88,9 @@ def prepare(spec: RunSpec, probe: Probe) -> Callable[[], Awaitable[None]]:
 
     registry = Registry([lookup])
     executor = Executor(llm, registry, spec.steps + 5, circuit_breaker=BREAKERS)
-    window_tokens = WINDOW_TOKENS
-    if spec.endurance:
-        window_tokens = ENDURANCE_WINDOW_TOKENS
-        executor.set_per_tool_truncation(
-            {**default_tool_truncation_config(), TOOL_NAME: ENDURANCE_STAGE1}
-        )
+    window_tokens = ENDURANCE_WINDOW_TOKENS if spec.endurance else WINDOW_TOKENS
+    stage1 = ENDURANCE_STAGE1 if spec.endurance else STAGE1
+    executor.set_per_tool_truncation({**default_tool_truncation_config(), TOOL_NAME: stage1})
     window = ContextWindow(max_tokens=window_tokens, system_prompt=SYSTEM_PROMPT, task=TASK)
 
     async def run() -> None:

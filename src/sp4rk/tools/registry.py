@@ -29,6 +29,7 @@ class _Entry:
     source: str
     category: Literal["core", "mcp"]
     group: str
+    judge: ToolJudge | None  # decided at registration: protocol checks are slow per call
 
 
 class Registry:
@@ -88,7 +89,8 @@ class Registry:
                 f"MCP tool {tool.name!r} from {source!r} would shadow the core tool of that "
                 "name; rename it on the server or register it under another name"
             )
-        self._entries[tool.name] = _Entry(tool, source or "core", category, group)
+        judge = tool if isinstance(tool, ToolJudge) else None
+        self._entries[tool.name] = _Entry(tool, source or "core", category, group, judge)
         self._policy_overrides.pop(tool.name, None)
 
     def unregister(self, name: str) -> None:
@@ -123,8 +125,8 @@ class Registry:
         if entry is None:
             return None
         policy = self._policy_overrides.get(name, entry.tool.default_policy)
-        if policy is ToolPolicy.ALWAYS_ALLOW and isinstance(entry.tool, ToolJudge):
-            reason = entry.tool.judge(ctx, input)
+        if policy is ToolPolicy.ALWAYS_ALLOW and entry.judge is not None:
+            reason = entry.judge.judge(ctx, input)
             if reason:
                 return ToolReview(ToolPolicy.USER_CONFIRM, reason)
         return ToolReview(policy)
