@@ -50,9 +50,9 @@ def truncate_chars(text: str, max_chars: int) -> str:
 
 def head_lines(text: str, max_lines: int) -> tuple[str, bool]:
     """Keep the first ``max_lines`` newline-separated lines; report whether anything was cut."""
-    if max_lines <= 0:
+    if max_lines <= 0 or text.count("\n") < max_lines:  # the common case, at C speed
         return text, False
-    # Count without splitting the whole text: outputs can be megabytes long.
+    # Find the cut without splitting the whole text: outputs can be megabytes long.
     idx = -1
     for _ in range(max_lines):
         idx = text.find("\n", idx + 1)
