@@ -170,10 +170,10 @@ async def main() -> ExecutorResult:
         assert result.paused, result
 
         checkpoint = workspace / ".sp4rk-checkpoint.json"
-        save_checkpoint(checkpoint, result.steps)
+        save_checkpoint(checkpoint, result)  # the steps and the run's state
         print(f"\n⏸  paused after {len(result.steps)} steps; checkpoint saved to {checkpoint.name}")
 
-        steps = load_checkpoint(checkpoint)
+        steps = load_checkpoint(checkpoint)  # a list of steps that carries the state
         window = ContextWindow(system_prompt=SYSTEM, task=TASK)
         window.seed_steps(steps)
         second = build_executor(llm, registry, workspace, resume_steps=steps)

@@ -1,25 +1,56 @@
-"""Layering: the llm and tools layers import nothing from the agent layer."""
+"""Layering: ``llm``, ``tools`` → ``memory`` → ``agent`` → ``cli``; each imports only below it."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+SRC = Path(__file__).resolve().parents[1] / "src" / "sp4rk"
+
+
+def loaded_after_import(module: str) -> set[str]:
+    code = f"import sys, {module}\nprint(','.join(m for m in sys.modules if m.startswith('sp4rk')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return set(out.stdout.strip().split(","))
+
 
 @pytest.mark.parametrize(
-    "module", ["sp4rk", "sp4rk.llm", "sp4rk.llm.testing", "sp4rk.tools", "sp4rk.tools.builtins"]
+    ("module", "forbidden"),
+    [
+        ("sp4rk", ("sp4rk.llm", "sp4rk.tools", "sp4rk.memory", "sp4rk.agent", "sp4rk.cli")),
+        ("sp4rk.llm", ("sp4rk.tools", "sp4rk.memory", "sp4rk.agent", "sp4rk.cli")),
+        ("sp4rk.llm.testing", ("sp4rk.tools", "sp4rk.memory", "sp4rk.agent", "sp4rk.cli")),
+        ("sp4rk.tools", ("sp4rk.llm", "sp4rk.memory", "sp4rk.agent", "sp4rk.cli")),
+        ("sp4rk.tools.builtins", ("sp4rk.llm", "sp4rk.memory", "sp4rk.agent", "sp4rk.cli")),
+        ("sp4rk.memory", ("sp4rk.agent", "sp4rk.cli")),
+        ("sp4rk.agent", ("sp4rk.cli",)),
+    ],
 )
-def test_lower_layers_do_not_load_the_agent(module: str) -> None:
-    code = (
-        f"import sys, {module}\n"
-        "bad = sorted(m for m in sys.modules if m.startswith(('sp4rk.agent', 'sp4rk.memory', "
-        "'sp4rk.cli')))\n"
-        "print(','.join(bad))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == ""
+def test_each_layer_loads_nothing_above_it(module: str, forbidden: tuple[str, ...]) -> None:
+    bad = sorted(m for m in loaded_after_import(module) if m.startswith(forbidden))
+    assert bad == []
+
+
+def test_no_module_outside_the_cli_imports_it() -> None:
+    offenders = []
+    for path in SRC.rglob("*.py"):
+        if path.is_relative_to(SRC / "cli") or path.name == "__main__.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            if any(n == "sp4rk.cli" or n.startswith("sp4rk.cli.") for n in names):
+                offenders.append(str(path.relative_to(SRC)))
+    assert offenders == []
 
 
 def test_importing_sp4rk_is_cheap() -> None:

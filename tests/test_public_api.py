@@ -132,6 +132,7 @@ def test_executor_signature() -> None:
         "pause_checker",
         "user_message_source",
         "parallel_tool_calls",
+        "resume_state",
     ]
     assert params(Executor.run) == ["self", "task_tools", "cw", "ctx"]
     assert params(Executor.run_sync) == ["self", "task_tools", "cw", "ctx"]
@@ -175,8 +176,16 @@ def test_data_shapes() -> None:
         "response_group",
         "is_untrusted",
         "cache_hash",
+        "nudge_kind",
     ]
-    assert fields(ExecutorResult) == ["output", "steps", "finished", "paused", "exit_reason"]
+    assert fields(ExecutorResult) == [
+        "output",
+        "steps",
+        "finished",
+        "paused",
+        "exit_reason",
+        "state",
+    ]
     assert fields(FillCheck) == ["percent", "status", "used", "max"]
     assert fields(EditVerifyResult) == ["output", "exit_code", "timed_out", "timeout", "error"]
     assert ToolResultBudget() == ToolResultBudget(hard_cap_tokens=30_000, max_fill_fraction=0.4)
@@ -307,6 +316,7 @@ def test_more_contract_signatures() -> None:
         "source",
         "group",
         "source_category",
+        "traits",
     ]
     assert FinishTool().input_schema["required"] == ["answer"]
     assert params(ContextWindow.__init__) == [

@@ -19,7 +19,8 @@ from sp4rk.agent import (
 from sp4rk.llm import ChatResponse, Message
 from sp4rk.llm.testing import ScriptedLLM
 from sp4rk.memory import ContextWindow, render_steps
-from sp4rk.tools import Registry, RunContext, ToolPolicy, ToolResult, tool
+from sp4rk.tools import Registry, RunContext, ToolPolicy, ToolResult, ToolTraits, tool
+from sp4rk.tools.builtins.files import EDITS_FILE
 
 
 def echo_tools(calls: list[tuple[str, str]] | None = None) -> Registry:
@@ -38,19 +39,19 @@ def echo_tools(calls: list[tuple[str, str]] | None = None) -> Registry:
         log.append(("search", q))
         return f"results for {q}: " + "x" * 60
 
-    @tool
+    @tool(traits=ToolTraits(read_only=True, file_argument="path"))
     def read_file(path: str) -> str:
         """Read a file."""
         log.append(("read_file", path))
         return f"contents of {path} " + "." * 60
 
-    @tool
+    @tool(traits=EDITS_FILE)
     def write_file(path: str, content: str) -> str:
         """Write a file."""
         log.append(("write_file", path))
         return "ok"
 
-    @tool
+    @tool(traits=EDITS_FILE)
     def edit_file(path: str, old_string: str = "", new_string: str = "") -> str:
         """Edit a file."""
         log.append(("edit_file", path))

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from sp4rk.agent import CircuitBreakerConfig, ExitReason, HITLHandler, StepLimitResponse
-from sp4rk.agent._loop.breakers import compact_json
+from sp4rk.agent.breakers import compact_json
 from sp4rk.llm.testing import finish_response, tool_calls_response
 from sp4rk.tools import Registry, RunContext, tool
 

@@ -277,7 +277,7 @@ def test_a_guard_returning_a_non_string_is_a_clear_error() -> None:
 async def test_a_hanging_async_guard_counts_as_a_rejection(monkeypatch: pytest.MonkeyPatch) -> None:
     import asyncio
 
-    from sp4rk.agent._loop import state
+    from sp4rk.agent._loop import settings as state
 
     monkeypatch.setattr(state, "HOST_CALLBACK_TIMEOUT", 0.01)
 

@@ -307,7 +307,9 @@ def breaker_run(pause_at: int | None) -> tuple[list[Step], int]:
     if result.paused:
         window = ContextWindow(task="t")
         window.seed_steps(result.steps)
-        result = build(resume_steps=result.steps).run_sync(tools.list(), window)
+        result = build(resume_steps=result.steps, resume_state=result.state).run_sync(
+            tools.list(), window
+        )
     assert result.finished
     return result.steps, len(llm.requests)
 

@@ -17,7 +17,7 @@ from sp4rk.agent import (
 from sp4rk.llm import ChatRequest, ChatResponse
 from sp4rk.llm.testing import FunctionLLM, ScriptedLLM, finish_response, tool_calls_response
 from sp4rk.memory import ContextWindow
-from sp4rk.tools import Registry, RunContext, ToolPolicy, ToolResult, tool
+from sp4rk.tools import Registry, RunContext, ToolPolicy, ToolResult, ToolTraits, tool
 
 from .helpers import FakeContext, run
 
@@ -28,9 +28,9 @@ def big_tools(text: str) -> Registry:
         """Return a big output."""
         return text
 
-    @tool
+    @tool(traits=ToolTraits(cacheable=False))
     def store_fact(q: str) -> str:
-        """A non-cacheable meta tool (by name)."""
+        """A non-cacheable meta tool (by its traits)."""
         return text
 
     return Registry([dump, store_fact])
@@ -206,7 +206,7 @@ def test_a_stale_file_backed_entry_tells_the_model_to_rerun(tmp_path: Path) -> N
     target = tmp_path / "notes.txt"
     target.write_text(numbered(30))
 
-    @tool
+    @tool(traits=ToolTraits(file_argument="path"))
     def read_file(ctx: RunContext, path: str) -> str:
         """Read a file in the workspace."""
         assert ctx.workspace is not None

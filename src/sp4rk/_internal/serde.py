@@ -7,9 +7,32 @@ import enum
 import functools
 import types
 import typing
-from typing import Any, TypeVar, get_args, get_origin
+from typing import Any, Self, TypeVar, get_args, get_origin
+
+from sp4rk._internal.text import valid_text
 
 T = TypeVar("T")
+
+
+class Serializable:
+    """Mixin: ``to_dict``/``from_dict`` through plain JSON types, for slotted dataclasses."""
+
+    __slots__ = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return this object as plain JSON types."""
+        result: dict[str, Any] = to_jsonable(self)
+        return result
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Self:
+        """Rebuild an object from the output of :meth:`to_dict`.
+
+        Raises:
+            TypeError: when a value has the wrong JSON type (``true`` is not a number).
+            ValueError: when an enum value is unknown.
+        """
+        return from_jsonable(cls, data)
 
 
 def to_jsonable(value: Any) -> Any:
@@ -76,6 +99,10 @@ def _convert(tp: Any, data: Any) -> Any:
         return tp(**kwargs)
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return tp(data)
+    if tp is str and isinstance(data, str):
+        return valid_text(data)  # lone surrogates from JSON escapes are repaired on the way in
+    if isinstance(data, bool) and tp is not bool and tp is not object:
+        raise TypeError(f"expected {getattr(tp, '__name__', tp)}, got bool")
     if tp is float and isinstance(data, int):
         return float(data)
     if isinstance(tp, type) and data is not None and not isinstance(data, tp):

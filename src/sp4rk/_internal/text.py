@@ -18,7 +18,8 @@ def valid_text(text: str) -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        return text.encode("utf-8", "replace").decode("utf-8")
+        # Round-trip through UTF-16: paired surrogates join, lone ones decode as U+FFFD.
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
     return text
 
 

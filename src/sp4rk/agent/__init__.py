@@ -5,8 +5,10 @@ a limit stops it, or the host pauses it. It depends only on narrow protocols (``
 ``ToolExecutor``, ``ContextManager``), so any provider, registry or context manager fits.
 """
 
+from sp4rk.agent.breakers import BreakerSet, Verdict
 from sp4rk.agent.checkpoint import (
     CHECKPOINT_SCHEMA_VERSION,
+    Checkpoint,
     CheckpointError,
     load_checkpoint,
     save_checkpoint,
@@ -22,6 +24,7 @@ from sp4rk.agent.config import (
 from sp4rk.agent.debug import DumpCaller, LoggingLLMCaller, UsageTrackingCaller
 from sp4rk.agent.events import Events, NoopEvents, RecordingEvents
 from sp4rk.agent.executor import Executor
+from sp4rk.agent.gates import Gates
 from sp4rk.agent.hitl import HITLHandler, HITLToolDecision, NoopHITLHandler, StepLimitResponse
 from sp4rk.agent.protocols import (
     CompactionStrategy,
@@ -31,8 +34,10 @@ from sp4rk.agent.protocols import (
     LLMCaller,
     StreamingLLMCaller,
     ToolExecutor,
+    ToolReviewer,
     TrajectoryStore,
 )
+from sp4rk.agent.state import RunState, StepBudget
 from sp4rk.agent.subagent import (
     SubAgentError,
     SubAgentResult,
@@ -45,6 +50,7 @@ from sp4rk.agent.types import (
     ExecutorResult,
     ExitReason,
     FillCheck,
+    NudgeKind,
     Step,
     VulnerableOutput,
 )
@@ -62,6 +68,8 @@ from sp4rk.tools.result_cache import ToolResultCache, compute_tool_result_hash
 __all__ = [
     "CHECKPOINT_SCHEMA_VERSION",
     "DEFAULT_VERIFY_ON_EDIT_CAP",
+    "BreakerSet",
+    "Checkpoint",
     "CheckpointError",
     "CircuitBreakerConfig",
     "CompactionResult",
@@ -76,6 +84,7 @@ __all__ = [
     "ExitReason",
     "FillCheck",
     "FinishTool",
+    "Gates",
     "HITLHandler",
     "HITLToolDecision",
     "InterjectionConsumer",
@@ -84,9 +93,12 @@ __all__ = [
     "LoggingLLMCaller",
     "NoopEvents",
     "NoopHITLHandler",
+    "NudgeKind",
     "RecordingEvents",
     "RunContext",
+    "RunState",
     "Step",
+    "StepBudget",
     "StepLimitResponse",
     "StreamingLLMCaller",
     "SubAgentError",
@@ -95,9 +107,11 @@ __all__ = [
     "ToolExecutor",
     "ToolResultBudget",
     "ToolResultCache",
+    "ToolReviewer",
     "ToolTruncationConfig",
     "TrajectoryStore",
     "UsageTrackingCaller",
+    "Verdict",
     "VulnerableOutput",
     "command_verify_runner",
     "compute_tool_result_hash",

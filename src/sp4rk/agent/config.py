@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from sp4rk.llm.types import _Serializable
+from sp4rk._internal.serde import Serializable as _Serializable
 from sp4rk.tools.truncation import ToolTruncationConfig, default_tool_truncation_config
 
 __all__ = [
@@ -39,13 +39,15 @@ class CircuitBreakerConfig(_Serializable):
     fruitless_abort_threshold: int = 8
     """Such fruitless calls before abort."""
     fruitless_max_result_len: int = 48
-    """Result length (characters) at or below which a call counts as fruitless."""
+    """Result length (characters) at or below which a call may count as fruitless (``0``
+    switches the fruitless breaker off)."""
     same_tool_repeat_nudge_threshold: int = 8
     """Calls of one tool with varied arguments but similar-sized results, before a nudge."""
     same_tool_repeat_abort_threshold: int = 12
     """Such calls before abort."""
     same_tool_result_size_delta: int = 128
-    """Largest difference in result length (characters) that counts as "similar"."""
+    """Largest difference in result length (characters) that counts as "similar" (``0``
+    switches the same-tool breaker off)."""
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

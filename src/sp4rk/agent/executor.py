@@ -11,14 +11,14 @@ from collections.abc import Sequence
 
 from sp4rk._internal.aio import run_sync
 from sp4rk.agent._loop.lifecycle import run_loop
-from sp4rk.agent._loop.restore import restore_from_trajectory
-from sp4rk.agent._loop.state import (
+from sp4rk.agent._loop.scope import RunScope
+from sp4rk.agent._loop.settings import (
     ExecutorSettings,
     FinishGuard,
     MessageSource,
     PauseChecker,
-    Run,
 )
+from sp4rk.agent.checkpoint import Checkpoint
 from sp4rk.agent.config import (
     CircuitBreakerConfig,
     ToolResultBudget,
@@ -30,6 +30,7 @@ from sp4rk.agent.config import (
 from sp4rk.agent.events import Events
 from sp4rk.agent.hitl import HITLHandler
 from sp4rk.agent.protocols import ContextManager, LLMCaller, ToolExecutor
+from sp4rk.agent.state import RunState
 from sp4rk.agent.types import ExecutorResult, Step
 from sp4rk.agent.verify import EditVerifyRunner
 from sp4rk.llm.tokens import SimpleTokenCounter, TokenCounter
@@ -56,7 +57,11 @@ class Executor:
         circuit_breaker: loop-protection thresholds (default: the reference's numbers).
         hitl: human-in-the-loop handler (default: approves nothing explicitly, denies limits).
         resume_steps: a checkpoint to continue from; seed the context manager with the same
-            steps (``ContextWindow.seed_steps``). They count against ``max_steps``.
+            steps (``ContextWindow.seed_steps``). They count against ``max_steps``. A
+            ``Checkpoint`` from ``load_checkpoint`` brings its run state along.
+        resume_state: the ``RunState`` of the run being resumed (``result.state``), so it
+            continues with the same budget, breaker counts and gate decisions. Without it the
+            executor rebuilds what it safely can from the steps (never a budget grant).
         pause_checker: ``fn(ctx) -> bool`` checked at every step boundary.
         user_message_source: ``fn(ctx) -> str`` polled at every boundary for a live message.
         parallel_tool_calls: run consecutive read-only calls of one response concurrently
@@ -83,6 +88,7 @@ class Executor:
         pause_checker: PauseChecker | None = None,
         user_message_source: MessageSource | None = None,
         parallel_tool_calls: bool = False,
+        resume_state: RunState | None = None,
     ) -> None:
         if not isinstance(llm, LLMCaller):
             raise TypeError(f"llm must have an async call(request) method, got {llm!r}")
@@ -93,6 +99,13 @@ class Executor:
             )
         if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
             raise ValueError(f"max_steps must be a positive int, got {max_steps!r}")
+        if resume_state is None and isinstance(resume_steps, Checkpoint):
+            resume_state = resume_steps.state
+        if resume_state is not None and not isinstance(resume_state, RunState):
+            raise TypeError(
+                f"resume_state must be a RunState (result.state), got {type(resume_state).__name__}"
+            )
+
         self._llm = llm
         self._tools = tools
         self._settings = ExecutorSettings(
@@ -111,12 +124,15 @@ class Executor:
             tool_cache=ToolResultCache(),
             per_tool_truncation=default_tool_truncation_config(),
         )
+        self._resume_state = copy.deepcopy(resume_state)
         self._running = False
         self._response_groups = 0
         # Facts outlive a run: a second run (or a resume on this executor) can search them.
         self._facts = InMemoryFactStore()
         self.last_steps: list[Step] = []
         """The trajectory of the latest run, also after it raised."""
+        self.last_state: RunState | None = None
+        """The run state of the latest run, also after it raised."""
 
     # --- configuration --------------------------------------------------------------------
 
@@ -228,25 +244,29 @@ class Executor:
         context = ctx or RunContext()
         if context.fact_store is None:
             context = context.replace(fact_store=self._facts)
-        run = Run(
+        run = RunScope(
             copy.copy(self._settings),
+            copy.deepcopy(self._resume_state),
             self._llm,
             self._tools,
             task_tools,
             cw,
             context,
-            self._response_groups,
+            first_group=self._response_groups,
         )
-        restore_from_trajectory(run, run.all_steps)
+        state = run.state
+        run.restore_interjection()
         self._running = True
         try:
             return await run_loop(run)
         except BaseException:
-            run.commit()  # calls that completed before the failure stay in the trajectory
+            run.trajectory.commit()  # calls that completed before the failure stay
+            run.save_interjection()
             raise
         finally:
-            self._response_groups = run.group_counter
-            self.last_steps = list(run.all_steps)
+            self._response_groups = state.response_groups
+            self.last_steps = list(run.trajectory.steps)
+            self.last_state = state
             self._running = False
             try:
                 run.sync_trajectory()

@@ -7,27 +7,11 @@ what dumps, cassettes and checkpoints store.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Self
+from typing import Any, Literal
 
-from sp4rk._internal.serde import from_jsonable, to_jsonable
+from sp4rk._internal.serde import Serializable as _Serializable
 
 Role = Literal["system", "user", "assistant", "tool"]
-
-
-class _Serializable:
-    """``to_dict``/``from_dict`` for the dataclasses of this module."""
-
-    __slots__ = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return this object as plain JSON types."""
-        result: dict[str, Any] = to_jsonable(self)
-        return result
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Self:
-        """Rebuild an object from the output of :meth:`to_dict`."""
-        return from_jsonable(cls, data)
 
 
 @dataclass(slots=True)

@@ -30,10 +30,10 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol, TypeAlias, runtime_checkable
 
+from sp4rk._core.trajectory import Step
 from sp4rk._internal.text import INVISIBLE, byte_len, truncate_chars
 from sp4rk._internal.untrusted import wrap_untrusted_content
-from sp4rk.agent.protocols import LLMCaller
-from sp4rk.agent.types import Step
+from sp4rk.llm.caller import LLMCaller
 from sp4rk.llm.tokens import SimpleTokenCounter, TokenCounter
 from sp4rk.llm.types import ChatRequest, Message
 from sp4rk.memory.render import render_range, step_units, unique_call_ids, unit_start

@@ -26,8 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from sp4rk._core.trajectory import Step
 from sp4rk._internal.text import INVISIBLE
-from sp4rk.agent.types import Step
 from sp4rk.llm.tokens import TokenCounter
 from sp4rk.llm.types import Message
 from sp4rk.memory.compaction import NO_CACHE, PRUNED_PLACEHOLDER, ResultRefs

@@ -13,9 +13,9 @@ import dataclasses
 import re
 from collections.abc import Callable, Sequence
 
+from sp4rk._core.trajectory import Step
 from sp4rk._internal.text import INVISIBLE
 from sp4rk._internal.untrusted import strip_untrusted_tags, wrap_untrusted_content
-from sp4rk.agent.types import Step
 from sp4rk.llm.types import Message
 
 #: Content of an assistant turn that had neither text nor calls (providers reject empty turns).

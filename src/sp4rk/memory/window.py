@@ -25,9 +25,9 @@ from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from sp4rk._core.context import CompactionResult, CompactionStrategy, FillCheck, VulnerableOutput
+from sp4rk._core.trajectory import Step
 from sp4rk._internal.text import INVISIBLE
-from sp4rk.agent.protocols import CompactionStrategy
-from sp4rk.agent.types import CompactionResult, FillCheck, Step, VulnerableOutput
 from sp4rk.llm.errors import ContextWindowExceededError
 from sp4rk.llm.tokens import SimpleTokenCounter, TokenCounter
 from sp4rk.llm.types import ContentBlock, Message
@@ -345,6 +345,11 @@ class ContextWindow:
         self._interjection = text
         message = Message("user", content=text.rstrip(INVISIBLE))
         self._interjection_tokens = 0 if is_blank(text) else self.counter.count_messages([message])
+
+    @property
+    def pending_user_interjection(self) -> str:
+        """The interjection waiting to be shown (``""`` when none)."""
+        return self._interjection
 
     def consume_pending_user_interjection(self) -> None:
         """Retire the pending interjection (the executor calls this after a good response)."""

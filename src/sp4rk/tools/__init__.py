@@ -11,8 +11,12 @@ from sp4rk.tools.base import (
     ToolError,
     ToolPolicy,
     ToolResult,
+    ToolReview,
+    ToolReviewer,
+    ToolTraits,
 )
 from sp4rk.tools.context import RunContext
+from sp4rk.tools.executor import ToolExecutor
 from sp4rk.tools.function import FunctionTool, tool
 from sp4rk.tools.registry import Registry
 
@@ -25,7 +29,11 @@ __all__ = [
     "Tool",
     "ToolDescriptor",
     "ToolError",
+    "ToolExecutor",
     "ToolPolicy",
     "ToolResult",
+    "ToolReview",
+    "ToolReviewer",
+    "ToolTraits",
     "tool",
 ]

@@ -5,10 +5,10 @@ from __future__ import annotations
 import enum
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from sp4rk.llm.types import _Serializable
+from sp4rk._internal.serde import Serializable as _Serializable
 
 if TYPE_CHECKING:
     from sp4rk.tools.context import RunContext
@@ -23,15 +23,47 @@ class ToolError(Exception):
 
 @dataclass(slots=True)
 class ToolResult(_Serializable):
-    """What a tool returns. ``is_error`` marks a tool-level failure, which is never fatal."""
+    """What a tool returns. ``is_error`` marks a tool-level failure, which is never fatal.
+
+    ``retryable`` marks a failure that says nothing about the call itself (a server that was
+    restarting, a transient network error): repeating the identical call is then legitimate,
+    and the repeat breaker does not count it.
+    """
 
     content: str
     is_error: bool = False
+    retryable: bool = field(default=False, kw_only=True)
+
+
+@dataclass(slots=True, frozen=True)
+class ToolTraits(_Serializable):
+    """What the executor may assume about a tool: declared on the tool, never guessed by name.
+
+    The defaults describe an ordinary tool: it may have side effects, its results are cached,
+    and a short result counts as "found nothing" for the fruitless breaker.
+    """
+
+    read_only: bool = False
+    """No side effects: with ``parallel_tool_calls`` it may run alongside other read-only calls."""
+    mutating: bool = False
+    """A success changes the workspace: it satisfies the mutation gate and shows progress."""
+    verify_after: bool = False
+    """A success schedules verify-on-edit (writes and edits of source files)."""
+    cacheable: bool = True
+    """Results go to the result cache; ``False`` caches them only when they had to be cut."""
+    brief_results: bool = False
+    """Short results are normal (acknowledgements): never fruitless, never same-tool repetition."""
+    pollable: bool = False
+    """Calling it again with the same arguments is how it is used (a status check): identical
+    calls whose results change are progress, not repetition."""
+    file_argument: str = ""
+    """The input field naming the file a call reads or writes; the result cache then notices
+    when that file changes."""
 
 
 @dataclass(slots=True)
 class ToolDescriptor(_Serializable):
-    """A tool as offered to a run: name, description, schema and where it comes from."""
+    """A tool as offered to a run: name, description, schema, traits and where it comes from."""
 
     name: str
     description: str
@@ -39,6 +71,7 @@ class ToolDescriptor(_Serializable):
     source: str = "core"
     group: str = ""
     source_category: Literal["core", "mcp"] = "core"
+    traits: ToolTraits = field(default_factory=ToolTraits)
 
 
 class ToolPolicy(enum.Enum):
@@ -109,6 +142,25 @@ class ToolReview:
 
     policy: ToolPolicy
     reason: str = ""
+
+
+@runtime_checkable
+class ToolReviewer(Protocol):
+    """A tool executor that can say, before a call runs, which policy applies to it.
+
+    The executor asks it before approval, so the human sees why a call needs confirming;
+    ``Registry`` implements it, and so may any custom ``ToolExecutor``.
+    """
+
+    def review(self, ctx: RunContext, name: str, input: str) -> ToolReview | None:
+        """The policy for this call, or ``None`` when the tool is unknown."""
+        ...
+
+
+def traits_of(tool: object) -> ToolTraits:
+    """A tool's declared traits (``tool.traits``), or the defaults when it declares none."""
+    traits = getattr(tool, "traits", None)
+    return traits if isinstance(traits, ToolTraits) else ToolTraits()
 
 
 @runtime_checkable

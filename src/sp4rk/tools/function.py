@@ -27,7 +27,7 @@ import pydantic
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sp4rk.tools.base import ToolError, ToolPolicy, ToolResult, parse_error_result
+from sp4rk.tools.base import ToolError, ToolPolicy, ToolResult, ToolTraits, parse_error_result
 from sp4rk.tools.context import RunContext
 
 P = ParamSpec("P")
@@ -51,6 +51,7 @@ class FunctionTool(Generic[P, R]):
         policy: ToolPolicy = ToolPolicy.ALWAYS_ALLOW,
         untrusted: bool = False,
         read_only: bool = False,
+        traits: ToolTraits | None = None,
         require_parameter_descriptions: bool = False,
     ) -> None:
         if not callable(fn):
@@ -64,7 +65,9 @@ class FunctionTool(Generic[P, R]):
             )
         self.default_policy = policy
         self.is_untrusted = untrusted
-        self.read_only = read_only
+        if traits is not None and read_only and not traits.read_only:
+            raise ValueError("read_only=True contradicts traits.read_only=False; pass one")
+        self.traits: ToolTraits = traits or ToolTraits(read_only=read_only)
         doc = docstring_parser.parse(inspect.getdoc(fn) or "")
         self.description: str = description if description is not None else _describe(doc)
         self._takes_ctx, self._model = _input_model(
@@ -73,6 +76,11 @@ class FunctionTool(Generic[P, R]):
         self.input_schema: dict[str, Any] = _clean_schema(self._model.model_json_schema())
         self._fields = tuple(self._model.model_fields)
         self._is_async = inspect.iscoroutinefunction(fn)
+
+    @property
+    def read_only(self) -> bool:
+        """Whether the tool changes nothing (``traits.read_only``)."""
+        return self.traits.read_only
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         """Call the wrapped function directly (handy in tests)."""
@@ -123,6 +131,7 @@ def tool(
     policy: ToolPolicy = ToolPolicy.ALWAYS_ALLOW,
     untrusted: bool = False,
     read_only: bool = False,
+    traits: ToolTraits | None = None,
     require_parameter_descriptions: bool = False,
 ) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
 
@@ -136,6 +145,7 @@ def tool(
     policy: ToolPolicy = ToolPolicy.ALWAYS_ALLOW,
     untrusted: bool = False,
     read_only: bool = False,
+    traits: ToolTraits | None = None,
     require_parameter_descriptions: bool = False,
 ) -> FunctionTool[P, R] | Callable[[Callable[P, R]], FunctionTool[P, R]]:
     """Make a tool from a typed function; use as ``@tool`` or ``@tool(name=..., ...)``.
@@ -147,7 +157,9 @@ def tool(
         policy: whether the tool may run without a human's approval.
         untrusted: mark the output as coming from an untrusted source (web, files).
         read_only: the tool changes nothing, so it may run concurrently with other
-            read-only calls of the same response.
+            read-only calls of the same response (shorthand for ``traits``).
+        traits: what the executor may assume about the tool (read-only, mutating, cached,
+            brief results, pollable); see :class:`~sp4rk.tools.ToolTraits`.
         require_parameter_descriptions: raise ``TypeError`` if a parameter has no
             description in the docstring.
 
@@ -164,6 +176,7 @@ def tool(
             policy=policy,
             untrusted=untrusted,
             read_only=read_only,
+            traits=traits,
             require_parameter_descriptions=require_parameter_descriptions,
         )
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TextIO
 
-from sp4rk.tools.base import ToolPolicy, ToolResult, parse_error_result
+from sp4rk.tools.base import ToolPolicy, ToolResult, ToolTraits, parse_error_result
 from sp4rk.tools.builtins import RESERVED_TOOL_NAMES
 from sp4rk.tools.context import RunContext
 from sp4rk.tools.registry import Registry
@@ -83,6 +83,8 @@ class MCPServerConfig:
         url: the endpoint of a streamable HTTP server.
         headers: HTTP headers for every request (for example authorization).
         policy: the policy of the server's tools.
+        confirm_destructive: tools the server annotates ``destructiveHint: true`` need a
+            human's confirmation even when ``policy`` allows the server's other tools.
         call_timeout: seconds a tool call may take before the server counts as hung.
         connect_timeout: seconds to start the server and finish the handshake.
         stderr: where a stdio server's stderr goes (default: this process's stderr).
@@ -96,6 +98,7 @@ class MCPServerConfig:
     url: str = ""
     headers: Mapping[str, str] | None = field(default=None, repr=False)
     policy: ToolPolicy = ToolPolicy.ALWAYS_ALLOW
+    confirm_destructive: bool = True
     call_timeout: float = 60.0
     connect_timeout: float = 30.0
     stderr: TextIO | None = None
@@ -142,13 +145,19 @@ class MCPTool:
         name: str,
         description: str,
         input_schema: dict[str, Any],
+        annotations: Mapping[str, Any] | None = None,
     ) -> None:
         self._connection = connection
         self.remote_name = remote_name
         self.name = name
         self.description = description
         self.input_schema = input_schema
-        self.default_policy = connection.config.policy
+        self.traits, destructive = _traits_from_annotations(annotations or {})
+        policy = connection.config.policy
+        confirm = destructive and connection.config.confirm_destructive
+        if confirm and policy is ToolPolicy.ALWAYS_ALLOW:
+            policy = ToolPolicy.USER_CONFIRM
+        self.default_policy = policy
 
     @property
     def server(self) -> str:
@@ -470,7 +479,28 @@ def _make_tool(connection: _Connection, spec: Mapping[str, Any]) -> MCPTool | No
     description = str(spec.get("description") or "")
     if len(description) > MAX_DESCRIPTION_CHARS:
         description = description[:MAX_DESCRIPTION_CHARS] + "…"
-    return MCPTool(connection, remote, name=name, description=description, input_schema=schema)
+    annotations = spec.get("annotations")
+    return MCPTool(
+        connection,
+        remote,
+        name=name,
+        description=description,
+        input_schema=schema,
+        annotations=annotations if isinstance(annotations, Mapping) else None,
+    )
+
+
+def _traits_from_annotations(annotations: Mapping[str, Any]) -> tuple[ToolTraits, bool]:
+    """Traits from a tool's MCP annotations, and whether the server calls it destructive.
+
+    Only explicit hints count (the protocol's defaults would make every unannotated tool
+    destructive): ``readOnlyHint`` makes a tool read-only (it may run in parallel);
+    ``destructiveHint`` makes it mutating and, by default, subject to confirmation.
+    Annotations are hints from the server, so they never relax anything the host set.
+    """
+    read_only = annotations.get("readOnlyHint") is True
+    destructive = not read_only and annotations.get("destructiveHint") is True
+    return ToolTraits(read_only=read_only, mutating=destructive), destructive
 
 
 def _wire(model: Any) -> dict[str, Any]:

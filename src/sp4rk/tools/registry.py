@@ -17,6 +17,7 @@ from sp4rk.tools.base import (
     ToolResult,
     ToolReview,
     guarded_execute,
+    traits_of,
 )
 from sp4rk.tools.context import RunContext
 
@@ -146,6 +147,7 @@ class Registry:
                 source=e.source,
                 group=e.group,
                 source_category=e.category,
+                traits=traits_of(e.tool),
             )
             for name, e in self._entries.items()
         ]

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from sp4rk.llm.types import _Serializable
+from sp4rk._internal.serde import Serializable as _Serializable
 
 
 @dataclass(slots=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sp4rk._internal.serde import Serializable as _Serializable
 from sp4rk._internal.text import byte_len, cut_utf8_bytes, head_lines
-from sp4rk.llm.types import _Serializable
 
 
 @dataclass(slots=True)

@@ -4,66 +4,62 @@ from __future__ import annotations
 
 from sp4rk._internal.aio import call_host
 from sp4rk._internal.text import has_visible_content
-from sp4rk.agent._loop import nudges, state
-from sp4rk.agent._loop.state import Run
-from sp4rk.agent.hitl import StepLimitResponse
-from sp4rk.agent.types import ExecutorResult, ExitReason
+from sp4rk.agent._loop import nudges, settings
+from sp4rk.agent._loop.outcomes import EndRun
+from sp4rk.agent._loop.scope import RunScope
+from sp4rk.agent.types import ExitReason, NudgeKind
 
 
-async def step_limit_reached(run: Run) -> ExecutorResult | None:
-    """At the budget, ask the HITL handler for more steps; return the final result on deny."""
-    if not run.past_budget():
+async def step_limit_reached(run: RunScope) -> EndRun | None:
+    """At the budget, ask the HITL handler for more steps; end the run on a denial."""
+    budget, max_steps = run.state.step_budget, run.settings.max_steps
+    if not budget.exhausted(run.step, max_steps):
         return None
-    answer = await run.s.hitl.on_step_limit(run.ctx, run.step, run.eff_max, "")
-    if answer is StepLimitResponse.ALLOW_ONCE:
-        run.eff_max += 1
-        run.record_nudge(nudges.budget_extended(1))
-    elif answer is StepLimitResponse.ALLOW_MORE:
-        granted = max(run.s.max_steps, 1)
-        run.eff_max += granted
-        run.record_nudge(nudges.budget_extended(granted))
-    elif answer is StepLimitResponse.ALLOW_ALWAYS:
-        run.unlimited = True
-        run.record_nudge(nudges.budget_extended(None))
-    else:
-        return run.result(
-            f"Stopped: the step budget of {run.eff_max} steps is used up.",
-            ExitReason.STEP_LIMIT,
-            finished=False,
+    limit = budget.limit(max_steps)
+    answer = await run.settings.hitl.on_step_limit(run.ctx, run.step, limit, "")
+    granted = budget.extend(answer, max_steps)
+    if granted is None:
+        return EndRun(
+            f"Stopped: the step budget of {limit} steps is used up.", ExitReason.STEP_LIMIT
         )
+    run.trajectory.nudge(nudges.budget_extended(granted or None), NudgeKind.BUDGET_GRANTED)
     return None
 
 
-async def pause_requested(run: Run) -> bool:
+async def pause_requested(run: RunScope) -> bool:
     """Whether the host's pause checker asks the run to stop at this boundary."""
-    checker = run.s.pause_checker
+    checker = run.settings.pause_checker
     if checker is None:
         return False
     try:
-        return bool(await call_host(checker, run.ctx, state.HOST_CALLBACK_TIMEOUT))
+        return bool(await call_host(checker, run.ctx, settings.HOST_CALLBACK_TIMEOUT))
     except TimeoutError:
         run.log.warning(
-            "pause checker did not answer in %ss; not pausing", state.HOST_CALLBACK_TIMEOUT
+            "pause checker did not answer in %ss; not pausing", settings.HOST_CALLBACK_TIMEOUT
         )
         return False
 
 
-async def deliver_live_message(run: Run) -> None:
-    """Drain at most one live user message into the trajectory, as a nudge-only step."""
-    source = run.s.user_message_source
-    if source is None:
+async def deliver_live_message(run: RunScope) -> None:
+    """Deliver at most one live user message: a queued one first, else one from the source."""
+    queued = run.state.take_message()
+    if queued is not None:
+        message = queued
+    elif (source := run.settings.user_message_source) is not None:
+        try:
+            message = await call_host(source, run.ctx, settings.HOST_CALLBACK_TIMEOUT)
+        except TimeoutError:
+            run.log.warning(
+                "message source did not answer in %ss; no message", settings.HOST_CALLBACK_TIMEOUT
+            )
+            return
+        if not isinstance(message, str):
+            raise TypeError(
+                "user_message_source must return a str ('' when empty), got "
+                f"{type(message).__name__}"
+            )
+    else:
         return
-    try:
-        message = await call_host(source, run.ctx, state.HOST_CALLBACK_TIMEOUT)
-    except TimeoutError:
-        run.log.warning(
-            "message source did not answer in %ss; no message", state.HOST_CALLBACK_TIMEOUT
-        )
-        return
-    if not isinstance(message, str):
-        raise TypeError(
-            f"user_message_source must return a str ('' when empty), got {type(message).__name__}"
-        )
     if has_visible_content(message):
-        run.record_nudge(message)
+        run.trajectory.nudge(message, NudgeKind.USER)
         run.diag("live_user_message", length=len(message))

@@ -1,84 +1,66 @@
 """Finishing: the finish guard, the mutation gate and the checklist sub-gates, then acceptance.
 
 Explicit ``finish`` calls and text replies accepted after the nudges both come here, so the
-same gates apply to both. Each gate rejects at most once per run (soft gates), except the
-mutation gate, whose second rejection ends the run unfinished.
+same gates apply to both.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from sp4rk._internal.aio import call_host
-from sp4rk.agent._loop import checklist, nudges, state
-from sp4rk.agent._loop.state import Flow, Run
-from sp4rk.agent._loop.steps import is_successful_mutation
+from sp4rk.agent._loop import nudges, settings
+from sp4rk.agent._loop.outcomes import COMPLETED, EndRun, NextStep
+from sp4rk.agent._loop.reply import Reply
+from sp4rk.agent._loop.scope import RunScope
 from sp4rk.agent._loop.verification import attach_note, verification_note
-from sp4rk.agent.types import ExecutorResult, ExitReason, Step
+from sp4rk.agent.gates import Rejection
+from sp4rk.agent.types import ExitReason, NudgeKind
 from sp4rk.llm.types import ToolCall
 
 
 async def attempt_finish(
-    run: Run,
-    answer: str,
-    *,
-    call: ToolCall | None,
-    call_idx: int,
-    head: dict[str, Any],
-    tokens: int,
-    group: int,
-) -> Flow | ExecutorResult:
+    run: RunScope, answer: str, reply: Reply, *, call: ToolCall | None, call_idx: int
+) -> NextStep | EndRun:
     """Run the gates on a finish attempt; accept it or record why not.
 
-    ``call`` is ``None`` for a text reply accepted as an implicit finish; ``head`` holds the
-    response's thought and reasoning when this is its first call.
+    ``call`` is ``None`` for a text reply accepted as an implicit finish.
     """
-    implicit = call is None
-    guard = run.s.finish_guard
-    if guard is not None and not run.guard_rejected:
+    gates = run.state.gates
+    if run.settings.finish_guard is not None and gates.finish_guard.should_ask():
         reason = await _ask_guard(run)
         if reason:
-            run.guard_rejected = True
-            _reject(run, reason, call, head, tokens, group)
+            gates.finish_guard.reject()
+            _reject(run, reason, reply, call, call_idx)
             run.diag("finish_guard_rejected", reason=reason)
-            return Flow.COMPLETED
+            return COMPLETED
 
-    run.emit("finishing", run.step, answer)
+    run.events.finishing(run.step, answer)
 
-    if run.s.mutation_required and not (
-        run.mutated or any(map(is_successful_mutation, run.pending))
-    ):
-        if not run.mutation_nudged:
-            run.mutation_nudged = True
-            _reject(run, nudges.MUTATION_REQUIRED, call, head, tokens, group)
-            run.diag("mutation_gate_nudge", reason="finish_without_mutation")
-            return Flow.COMPLETED
-        run.diag("mutation_gate_rejected", reason="finish_without_mutation_after_nudge")
-        return await _accept(
-            run, answer, call, call_idx, head, tokens, group, ExitReason.MUTATION_REQUIRED
-        )
+    if run.settings.mutation_required and gates.mutation.unmet():
+        rejection = gates.mutation.check()
+        if rejection is None:
+            run.diag("mutation_gate_rejected", reason="finish_without_mutation_after_nudge")
+            return await _accept(run, answer, reply, call, call_idx, ExitReason.MUTATION_REQUIRED)
+        return _refuse(run, rejection, reply, call, call_idx)
 
-    gate = checklist.finish_nudge(run)
-    if gate is not None:
-        text, event, details = gate
-        _reject(run, text, call, head, tokens, group)
-        run.diag(event, **details)
-        return Flow.COMPLETED
+    if run.settings.checklist_gate and run.checklist_offered:
+        rejection = gates.checklist.check()
+        if rejection is not None:
+            return _refuse(run, rejection, reply, call, call_idx)
 
-    exit_reason = ExitReason.IMPLICIT_FINISH if implicit else ExitReason.FINISHED
-    return await _accept(run, answer, call, call_idx, head, tokens, group, exit_reason)
+    exit_reason = ExitReason.IMPLICIT_FINISH if call is None else ExitReason.FINISHED
+    return await _accept(run, answer, reply, call, call_idx, exit_reason)
 
 
-async def _ask_guard(run: Run) -> str:
+async def _ask_guard(run: RunScope) -> str:
     """The guard's reason to reject (``""`` accepts); a failure or a hang is a reason too."""
-    assert run.s.finish_guard is not None
+    guard = run.settings.finish_guard
+    assert guard is not None
+    timeout = settings.HOST_CALLBACK_TIMEOUT
     try:
-        reason = await call_host(run.s.finish_guard, run.ctx, state.HOST_CALLBACK_TIMEOUT)
+        reason = await call_host(guard, run.ctx, timeout)
     except TimeoutError:
-        run.log.warning(
-            "finish guard did not answer in %ss; rejecting", state.HOST_CALLBACK_TIMEOUT
-        )
-        return f"the finish guard did not answer within {state.HOST_CALLBACK_TIMEOUT:g} seconds"
+        run.log.warning("finish guard did not answer in %ss; rejecting", timeout)
+        return f"the finish guard did not answer within {timeout:g} seconds"
     except Exception as exc:
         run.log.warning("finish guard raised; treating it as a rejection", exc_info=True)
         return f"{type(exc).__name__}: {exc}"
@@ -91,41 +73,39 @@ async def _ask_guard(run: Run) -> str:
     return reason.strip()
 
 
-def _reject(
-    run: Run, reason: str, call: ToolCall | None, head: dict[str, Any], tokens: int, group: int
-) -> None:
+def _refuse(
+    run: RunScope, rejection: Rejection, reply: Reply, call: ToolCall | None, call_idx: int
+) -> NextStep:
+    _reject(run, rejection.reason, reply, call, call_idx)
+    run.diag(rejection.event, **rejection.details)
+    return COMPLETED
+
+
+def _reject(run: RunScope, reason: str, reply: Reply, call: ToolCall | None, call_idx: int) -> None:
+    """Record the refused finish: as the finish call's observation, or as a nudge."""
     text = nudges.FINISH_REJECTED.format(reason=reason)
+    step = reply.step(first=call_idx == 0, action=call)
     if call is None:
-        run.record(Step(**head, user_nudge=text, tokens_used=tokens, response_group=group))
-        return
-    run.record(
-        Step(
-            **head,
-            action=call,
-            observation=text,
-            tokens_used=tokens,
-            response_group=group,
-        )
-    )
+        step.user_nudge, step.nudge_kind = text, NudgeKind.FINISH_REJECTED
+    else:
+        step.observation = text
+    run.trajectory.record(step)
 
 
 async def _accept(
-    run: Run,
+    run: RunScope,
     answer: str,
+    reply: Reply,
     call: ToolCall | None,
     call_idx: int,
-    head: dict[str, Any],
-    tokens: int,
-    group: int,
     exit_reason: ExitReason,
-) -> ExecutorResult:
+) -> EndRun:
     note = await verification_note(run)
     if note:
         attach_note(run, note)
         answer = f"{answer}\n\n{note}"
-    run.commit()
     # The finish step joins the trajectory but not the prompt history: the run is over.
-    run.all_steps.append(Step(**head, action=call, tokens_used=tokens, response_group=group))
+    run.trajectory.close(reply.step(first=call_idx == 0, action=call))
     if call is not None:
-        run.emit("tool_result", run.step, call_idx, len(answer), answer, False)
-    return run.result(answer, exit_reason, finished=exit_reason is not ExitReason.MUTATION_REQUIRED)
+        run.events.tool_result(run.step, call_idx, len(answer), answer, False)
+    return EndRun(answer, exit_reason, step_complete=True)

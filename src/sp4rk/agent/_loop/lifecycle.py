@@ -7,36 +7,31 @@ import time
 from sp4rk.agent._loop.boundary import deliver_live_message, pause_requested, step_limit_reached
 from sp4rk.agent._loop.checklist import staleness_nudge
 from sp4rk.agent._loop.llm_call import call_llm
-from sp4rk.agent._loop.post_step import (
-    COMPACTING,
-    check_context_fill,
-    compact_context,
-    wrap_up_nudge,
-)
+from sp4rk.agent._loop.outcomes import EndRun
+from sp4rk.agent._loop.post_step import COMPACTING, check_context_fill, compact_context, wrap_up
 from sp4rk.agent._loop.replies import handle_text_reply, handle_truncated_response
-from sp4rk.agent._loop.state import Flow, Run
+from sp4rk.agent._loop.scope import RunScope
 from sp4rk.agent._loop.tool_calls import run_tool_calls
 from sp4rk.agent.types import ExecutorResult, ExitReason
 from sp4rk.llm.types import ChatResponse
 
 
-async def run_loop(run: Run) -> ExecutorResult:
+async def run_loop(run: RunScope) -> ExecutorResult:
     """Iterate Thought → Action → Observation until the run finishes, pauses or is stopped."""
     while True:
         # Trajectory sync
         run.sync_trajectory()
         # Step-limit boundary
-        if run.past_budget() and (stopped := await step_limit_reached(run)) is not None:
-            return stopped
+        if (stopped := await step_limit_reached(run)) is not None:
+            return run.result(stopped.output, stopped.exit_reason, finished=False)
         # StepStart event (cancellation is delivered at the next await)
-        run.emit("step_start", run.step)
+        run.events.step_start(run.step)
         started = time.perf_counter()
         # Cooperative pause
-        if run.s.pause_checker is not None and await pause_requested(run):
+        if await pause_requested(run):
             return run.result("", ExitReason.PAUSED, finished=False)
         # Live user message
-        if run.s.user_message_source is not None:
-            await deliver_live_message(run)
+        await deliver_live_message(run)
         # LLM call (reactive compaction and retry inside)
         response = await call_llm(run)
         # Thought event
@@ -48,24 +43,23 @@ async def run_loop(run: Run) -> ExecutorResult:
             outcome = await handle_truncated_response(run, response)
         else:
             outcome = await run_tool_calls(run, response)
-        if isinstance(outcome, ExecutorResult):
-            if outcome.finished or outcome.exit_reason is ExitReason.MUTATION_REQUIRED:
-                run.emit("step_complete", run.step, time.perf_counter() - started)
-            return outcome
         # StepComplete event
-        if outcome is not Flow.NUDGED:
-            run.emit("step_complete", run.step, time.perf_counter() - started)
-        # Compaction, after the wrap-up and checklist-staleness nudges
-        if outcome is Flow.COMPLETED:
-            wrap_up_nudge(run)
+        if outcome.step_complete:
+            run.events.step_complete(run.step, time.perf_counter() - started)
+        if isinstance(outcome, EndRun):
+            finished = outcome.exit_reason in (ExitReason.FINISHED, ExitReason.IMPLICIT_FINISH)
+            return run.result(outcome.output, outcome.exit_reason, finished=finished)
+        # Wrap-up and checklist-staleness nudges, then compaction
+        if outcome.post_checks:
+            wrap_up(run)
             staleness_nudge(run)
             if (fill := check_context_fill(run)).status in COMPACTING:
                 await compact_context(run, fill)
-        run.step += 1
+        run.state.iteration += 1
 
 
-def _emit_thought(run: Run, response: ChatResponse) -> None:
+def _emit_thought(run: RunScope, response: ChatResponse) -> None:
     content = response.message.content
     reasoning = response.reasoning or response.message.reasoning_content
     if content or reasoning:
-        run.emit("thought", run.step, content, reasoning)
+        run.events.thought(run.step, content, reasoning)

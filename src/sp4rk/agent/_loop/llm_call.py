@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sp4rk.agent._loop.state import Run
+from sp4rk.agent._loop.scope import RunScope
 from sp4rk.llm.errors import ContextWindowExceededError
 from sp4rk.llm.types import ChatRequest, ChatResponse
 
@@ -10,7 +10,7 @@ from sp4rk.llm.types import ChatRequest, ChatResponse
 MAX_REACTIVE_COMPACTIONS = 2
 
 
-async def call_llm(run: Run) -> ChatResponse:
+async def call_llm(run: RunScope) -> ChatResponse:
     """Send the current prompt; on ``ContextWindowExceededError`` compact and retry in place.
 
     Raises:
@@ -20,14 +20,14 @@ async def call_llm(run: Run) -> ChatResponse:
     compactions = 0
     if run.cw.check_fill().status == "reject":
         # A resumed checkpoint or a shrunk window: never send a prompt known not to fit.
-        await _compact(run)
+        await compact_now(run)
     while True:
         request = ChatRequest(
             messages=run.cw.build_prompt(),
-            tools=run.definitions,
+            tools=run.tools.definitions,
             max_tokens=run.cw.output_limit(),
             call_purpose="executor",
-            reasoning_effort=run.s.reasoning_effort,
+            reasoning_effort=run.settings.reasoning_effort,
         )
         try:
             response = await _send(run, request)
@@ -36,7 +36,7 @@ async def call_llm(run: Run) -> ChatResponse:
                 raise
             compactions += 1
             run.diag("reactive_compaction_api_error", error=str(exc), attempt=compactions)
-            if not await _compact(run):
+            if not await compact_now(run):
                 raise ContextWindowExceededError(
                     f"{exc} (the context manager had nothing to compact; give it a larger "
                     "window or lower the tool output limits)",
@@ -50,25 +50,27 @@ async def call_llm(run: Run) -> ChatResponse:
         return response
 
 
-async def _compact(run: Run) -> bool:
-    """Compact the context now; report whether anything was done."""
+async def compact_now(run: RunScope) -> bool:
+    """Compact the context now and report it; whether anything was done."""
     result = await run.cw.compact()
     if result is None:
         return False
-    run.emit("context_compaction", result.before_percent, result.after_percent, run.s.plan_step_id)
-    run.pre_warning_done = False
+    run.events.context_compaction(
+        result.before_percent, result.after_percent, run.settings.plan_step_id
+    )
+    run.state.nudges.pre_warning_given = False  # outputs changed: warn again before the next
     return True
 
 
-async def _send(run: Run, request: ChatRequest) -> ChatResponse:
-    suppress = run.s.suppress_assistant_events
+async def _send(run: RunScope, request: ChatRequest) -> ChatResponse:
+    suppress = run.settings.suppress_assistant_events
     streamed = False
 
     def on_text(delta: str) -> None:
         nonlocal streamed
         streamed = True
         if not suppress and delta:
-            run.emit("assistant_chunk", delta)
+            run.events.assistant_chunk(delta)
 
     if run.streams:
         response = await run.llm.call_stream(request, on_text)  # type: ignore[attr-defined]
@@ -81,6 +83,6 @@ async def _send(run: Run, request: ChatRequest) -> ChatResponse:
     if not suppress:
         text = response.message.content
         if text and not streamed:
-            run.emit("assistant_chunk", text)
-        run.emit("assistant_done", text, response.usage.input_tokens, response.usage.output_tokens)
+            run.events.assistant_chunk(text)
+        run.events.assistant_done(text, response.usage.input_tokens, response.usage.output_tokens)
     return response

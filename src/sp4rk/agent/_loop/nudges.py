@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 from sp4rk._internal.text import truncate_chars
 
 # --- text-only replies -------------------------------------------------------------------
@@ -19,10 +17,6 @@ PRINTED_TOOL_CALL = (
 )
 
 # --- step budget -------------------------------------------------------------------------
-
-WRAP_UP_PATTERN = re.compile(r"^Only \d+ step\(s\) are left in the budget")
-GRANTED_PATTERN = re.compile(r"^The user granted (exactly one|\d+) more step")
-LIFTED_PREFIX = "The user lifted the step limit"
 
 
 def wrap_up(remaining: int, active: bool) -> str:
@@ -138,12 +132,6 @@ def truncation_abort(tool: str, count: int) -> str:
     )
 
 
-REPRIEVE_PATTERN = re.compile(
-    r"^The (?:user switched off the )?(repeat|truncation|parse error|fruitless|same tool) "
-    r"safeguard(?P<off> for this run)?"
-)
-
-
 def breaker_reprieve(breaker: str, always: bool, more: bool) -> str:
     """The human let the run go on after a breaker tripped."""
     if always:
@@ -173,10 +161,6 @@ CHECKLIST_MISSING = (
     "You are finishing a non-trivial task without a checklist. Call update_checklist with the "
     "sub-tasks, marking those done, or explain in your answer why the task was trivial."
 )
-
-
-UNCHECKED_PATTERN = re.compile(r"^\d+ checklist item\(s\) are still unchecked")
-STALE_PATTERN = re.compile(r"^\d+ tool calls since your last checklist update")
 
 
 def checklist_unchecked(count: int) -> str:

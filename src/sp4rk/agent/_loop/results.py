@@ -6,49 +6,47 @@ lost); Stage 2 caps what one result may take of the remaining window, in tokens.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
+from sp4rk._internal import safejson
 from sp4rk._internal.text import byte_len, cut_utf8_bytes
 from sp4rk.agent._loop import nudges
-from sp4rk.agent._loop.state import Run
-from sp4rk.tools.base import CacheMode
+from sp4rk.agent._loop.scope import RunScope
 from sp4rk.tools.builtins.result_read import DEFAULT_PAGE_LINES
 from sp4rk.tools.truncation import apply_line_byte_limits
 
-#: Tools whose results are tied to a file: the cache records its mtime and size.
-FILE_TOOLS = frozenset({"read_file", "write_file", "edit_file"})
 #: Stage 2 never cuts a result below this many tokens.
 MIN_BUDGET_TOKENS = 256
 
 
-def budget_cap(run: Run) -> int:
+def budget_cap(run: RunScope) -> int:
     """The most tokens one more result may take, or 0 when Stage 2 is off."""
-    budget = run.s.tool_result_budget
+    budget = run.settings.tool_result_budget
     if budget.hard_cap_tokens <= 0:
         return 0
-    available = max(0, run.cw.available_tokens() - run.pending_tokens())
+    pending = run.trajectory.pending_tokens(run.settings.token_counter)
+    available = max(0, run.cw.available_tokens() - pending)
     return max(
         MIN_BUDGET_TOKENS, min(budget.hard_cap_tokens, int(available * budget.max_fill_fraction))
     )
 
 
 def process_tool_result(
-    run: Run, tool: str, raw_input: str, full: str, observation: str, source: str
+    run: RunScope, tool: str, raw_input: str, full: str, observation: str, source: str
 ) -> tuple[str, str]:
     """Truncate ``observation`` in two stages and cache ``full``; return ``(text, cache_hash)``."""
-    limits = run.s.per_tool_truncation.get(tool)
+    limits = run.settings.per_tool_truncation.get(tool)
     text, cut_by = apply_line_byte_limits(observation, limits)
     cut = cut_by != ""
     cap = budget_cap(run)
-    tokens = run.s.token_counter.count(text) if cap else 0
+    tokens = run.settings.token_counter.count(text) if cap else 0
     over_budget = cap > 0 and tokens > cap
 
     cache_hash = ""
     note = ""
     cache = run.cache
-    if cache is not None and (tool not in run.s.non_cacheable or cut or over_budget):
+    if cache is not None and (run.tools.cacheable(tool) or cut or over_budget):
         path, mtime, size = _file_meta(run, tool, raw_input)
         cache_hash = cache.store(tool, full, file_path=path, mtime=mtime, size=size, source=source)
         if cut and limits is not None:
@@ -73,19 +71,18 @@ def process_tool_result(
 _NO_FILE: tuple[None, None, None] = (None, None, None)
 
 
-def _file_meta(run: Run, tool: str, raw_input: str) -> tuple[str | None, float | None, int | None]:
-    """Path, mtime and size of the file a read/write/edit touched (inside the workspace)."""
-    if tool not in FILE_TOOLS:
-        return _NO_FILE
-    if tool == "read_file" and (
-        run.tools.cache_strategy(run.tool_ctx, tool, raw_input) is CacheMode.CONTENT_BACKED
-    ):
+def _file_meta(
+    run: RunScope, tool: str, raw_input: str
+) -> tuple[str | None, float | None, int | None]:
+    """Path, mtime and size of the file a call read or wrote (inside the workspace)."""
+    argument = run.tools.traits(tool).file_argument
+    if not argument or run.tools.content_backed(run.tool_ctx, tool, raw_input):
         return _NO_FILE
     try:
-        data = json.loads(raw_input)
-    except json.JSONDecodeError:
+        data = safejson.loads(raw_input)
+    except ValueError:
         return _NO_FILE
-    path = data.get("path") if isinstance(data, dict) else None
+    path = data.get(argument) if isinstance(data, dict) else None
     if not isinstance(path, str) or not path:
         return _NO_FILE
     workspace = run.ctx.workspace

@@ -10,85 +10,61 @@ lists only recorded calls, so the history stays valid).
 from __future__ import annotations
 
 import asyncio
-import enum
-import json
 from dataclasses import dataclass
-from typing import Any
 
+from sp4rk._internal import safejson
 from sp4rk._internal.text import valid_text
 from sp4rk.agent._loop import checklist, nudges
-from sp4rk.agent._loop.breakers import (
-    Verdict,
-    call_key,
-    check_fruitless,
-    check_parse_error,
-    check_repeat,
-    check_same_tool,
-    describe_trip,
-    note_result,
-    reprieve,
-)
 from sp4rk.agent._loop.finish import attempt_finish
-from sp4rk.agent._loop.replies import response_head, response_tokens
+from sp4rk.agent._loop.outcomes import (
+    BROKE_OFF,
+    COMPLETED,
+    FINISH_REFUSED,
+    INTERCEPTED,
+    RAN,
+    REJECTED,
+    CallOutcome,
+    EndRun,
+    NextCall,
+    StepOutcome,
+)
+from sp4rk.agent._loop.reply import Reply
+from sp4rk.agent._loop.reprieve import ask_reprieve
 from sp4rk.agent._loop.results import process_tool_result
-from sp4rk.agent._loop.state import RESULT_READ_TOOL, Flow, Run
+from sp4rk.agent._loop.scope import RunScope
+from sp4rk.agent._loop.toolbox import RESULT_READ_TOOL
 from sp4rk.agent._loop.verification import flush_verification, note_call, verification_note
+from sp4rk.agent.breakers import Breaker, CallResult, Verdict, call_key
 from sp4rk.agent.hitl import HITLToolDecision
-from sp4rk.agent.types import ExecutorResult, ExitReason, Step
+from sp4rk.agent.types import ExitReason, NudgeKind, Step
 from sp4rk.llm.types import ChatResponse, ToolCall
-from sp4rk.tools.base import PARSE_ERROR_PREFIX, ToolResult, ToolReview, guarded_execute
+from sp4rk.tools.base import PARSE_ERROR_PREFIX, ToolResult
 from sp4rk.tools.builtins.finish import FINISH_TOOL_NAME, parse_finish_answer
 
 
-class _Next(enum.Enum):
-    CONTINUE = "continue"  # go on with the next call
-    REJECTED = "rejected"  # the human rejected it; go on, but skip post-step checks
-    BREAK = "break"  # a breaker intercepted: skip the rest of the response
-
-
-async def run_tool_calls(run: Run, response: ChatResponse) -> Flow | ExecutorResult:
-    """Process every tool call of ``response``; return how the step ended, or the result."""
-    run.counters.truncations = 0
+async def run_tool_calls(run: RunScope, response: ChatResponse) -> StepOutcome:
+    """Process every tool call of ``response``; return how the step ended."""
+    run.state.breakers.truncation.on_complete_response()
     calls = response.message.tool_calls
-    r = _Response(run.next_group(), response_head(response), response_tokens(response), len(calls))
-    flow = Flow.COMPLETED
+    reply = Reply.of(response, run.state.next_response_group())
+    intercepted = False
     idx = 0
     while idx < len(calls):
-        call = calls[idx]
-        head = r.head if idx == 0 else {}
-        if call.name == FINISH_TOOL_NAME:
-            outcome = await _finish_call(run, call, idx, head, r.tokens, r.group)
-            if isinstance(outcome, ExecutorResult):
-                return outcome
-            if isinstance(outcome, Flow):  # a gate or a breaker stopped it: drop the rest
-                if outcome is Flow.INTERCEPTED:
-                    flow = outcome
-                break
-            idx += 1
-            continue
-        batch = _concurrent_batch(run, calls, idx)
-        step_outcome = await _run_batch(run, calls, idx, batch, r)
-        if isinstance(step_outcome, ExecutorResult):
-            return step_outcome
-        if step_outcome is not _Next.CONTINUE:
-            flow = Flow.INTERCEPTED
-        if step_outcome is _Next.BREAK:
+        if calls[idx].name == FINISH_TOOL_NAME:
+            size, outcome = 1, await _finish_call(run, calls[idx], idx, reply)
+        else:
+            size = _concurrent_batch(run, calls, idx)
+            outcome = await _run_batch(run, calls, idx, size, reply)
+        if isinstance(outcome, EndRun):
+            return outcome
+        intercepted = intercepted or outcome.intercepted
+        if outcome.skip_rest:
             break
-        idx += batch
-    if run.verify_pending:
+        idx += size
+    if run.state.verify_pending:
         await flush_verification(run)
-    run.commit()
-    return flow
-
-
-@dataclass(slots=True)
-class _Response:
-    """What every step of one response shares."""
-
-    group: int
-    head: dict[str, Any]
-    tokens: int
-    calls: int
+    run.trajectory.commit()
+    return INTERCEPTED if intercepted else COMPLETED
 
 
 @dataclass(slots=True)
@@ -96,7 +72,7 @@ class _Deferred:
     """A call answered without running (rejected or intercepted): its step and what follows."""
 
     step: Step
-    then: _Next
+    then: NextCall
 
 
 @dataclass(slots=True)
@@ -111,9 +87,9 @@ class _Approved:
     approved: bool
 
 
-def _concurrent_batch(run: Run, calls: list[ToolCall], idx: int) -> int:
+def _concurrent_batch(run: RunScope, calls: list[ToolCall], idx: int) -> int:
     """How many calls from ``idx`` on may run together: consecutive read-only calls."""
-    if not run.s.parallel_tool_calls or not _read_only(run, calls[idx].name):
+    if not run.settings.parallel_tool_calls or not _read_only(run, calls[idx].name):
         return 1
     end = idx + 1
     while end < len(calls) and _read_only(run, calls[end].name):
@@ -121,82 +97,77 @@ def _concurrent_batch(run: Run, calls: list[ToolCall], idx: int) -> int:
     return end - idx
 
 
-def _read_only(run: Run, name: str) -> bool:
-    if name == RESULT_READ_TOOL and run.own_result_reader:
-        return True
-    get = getattr(run.tools, "get", None)
-    tool = get(name) if callable(get) and name in run.offered else None
-    return bool(getattr(tool, "read_only", False))
+def _read_only(run: RunScope, name: str) -> bool:
+    return name in run.tools.offered and run.tools.traits(name).read_only
 
 
 async def _run_batch(
-    run: Run, calls: list[ToolCall], start: int, size: int, r: _Response
-) -> _Next | ExecutorResult:
+    run: RunScope, calls: list[ToolCall], start: int, size: int, reply: Reply
+) -> CallOutcome:
     """Approve each call of the batch in order, run the approved ones, record all in order."""
+    last = len(calls) - 1
     entries: list[_Approved | _Deferred] = []
     for idx in range(start, start + size):
-        head = r.head if idx == 0 else {}
-        entry = await _approve(run, calls[idx], idx, idx == r.calls - 1, head, r)
-        if isinstance(entry, ExecutorResult):
+        entry = await _approve(run, calls[idx], idx, idx == last, reply)
+        if isinstance(entry, EndRun):
             return entry
         entries.append(entry)
-        if isinstance(entry, _Deferred) and entry.then is _Next.BREAK:
+        if isinstance(entry, _Deferred) and entry.then.skip_rest:
             break
     approved = [e for e in entries if isinstance(e, _Approved)]
-    runs = [_execute(run, a.call.name, a.exec_input, a.approved) for a in approved]
+    runs = [_execute(run, a) for a in approved]
     results = iter(await asyncio.gather(*runs) if len(runs) > 1 else [await c for c in runs])
-    outcome = _Next.CONTINUE
+    outcome = RAN
     for entry in entries:
         if isinstance(entry, _Deferred):
-            run.record(entry.step)
+            run.trajectory.record(entry.step)
             outcome = entry.then
-            if outcome is _Next.BREAK:
+            if outcome.skip_rest:
                 break
             continue
-        head = r.head if entry.idx == 0 else {}
-        done = await _complete(run, entry, next(results), entry.idx == r.calls - 1, head, r)
-        if isinstance(done, ExecutorResult) or done is _Next.BREAK:
+        done = await _complete(run, entry, next(results), entry.idx == last, reply)
+        if done is not RAN:
             return done
     return outcome
 
 
-async def _finish_call(
-    run: Run, call: ToolCall, idx: int, head: dict[str, Any], tokens: int, group: int
-) -> Flow | ExecutorResult | None:
+async def _finish_call(run: RunScope, call: ToolCall, idx: int, reply: Reply) -> CallOutcome:
     try:
         answer = parse_finish_answer(call.input)
     except ValueError as exc:
-        verdict = check_parse_error(run, FINISH_TOOL_NAME, True, True)
-        observation = str(exc)
-        if verdict is Verdict.ABORT:
-            return await _parse_abort(run, call, idx, head, tokens, group, observation)
-        run.diag(
-            "parse_error_nudge",
-            tool=FINISH_TOOL_NAME,
-            consecutive_parse_errors=run.counters.parse_count,
-        )
-        observation += "\n\n" + nudges.parse_error_note(
-            run.counters.parse_count, observation, call.input
-        )
-        run.record(_step(head, call, observation, True, tokens, group))
-        return None
-    return await attempt_finish(
-        run, answer, call=call, call_idx=idx, head=head, tokens=tokens, group=group
-    )
+        return await _finish_parse_error(run, call, idx, reply, str(exc))
+    outcome = await attempt_finish(run, answer, reply, call=call, call_idx=idx)
+    return outcome if isinstance(outcome, EndRun) else FINISH_REFUSED
+
+
+async def _finish_parse_error(
+    run: RunScope, call: ToolCall, idx: int, reply: Reply, error: str
+) -> CallOutcome:
+    """A finish call whose input is not a valid answer: a parse error like any other."""
+    breaker = run.state.breakers.parse_error
+    seen = CallResult(tool=FINISH_TOOL_NAME, key="", content=error, is_error=True, parse_error=True)
+    verdict = breaker.observe(seen, run.settings.circuit_breaker)
+    step = reply.step(first=idx == 0, action=call, observation=error, is_error=True)
+    if verdict is Verdict.ABORT:
+        return await _breaker_trip(run, step, breaker, verdict)
+    run.diag("parse_error_nudge", tool=FINISH_TOOL_NAME, consecutive_parse_errors=breaker.count)
+    step.observation += "\n\n" + nudges.parse_error_note(breaker.count, error, call.input)
+    run.trajectory.record(step)
+    return RAN
 
 
 async def _approve(
-    run: Run, call: ToolCall, idx: int, last: bool, head: dict[str, Any], r: _Response
-) -> _Approved | _Deferred | ExecutorResult:
+    run: RunScope, call: ToolCall, idx: int, last: bool, reply: Reply
+) -> _Approved | _Deferred | EndRun:
     """Announce the call, check it is not a repeat, and ask the HITL handler."""
     name, raw = call.name, call.input
-    source = run.source_of(name)
-    run.emit("tool_call", run.step, idx, _display_name(run, call), raw, source)
+    source = run.tools.source_of(name)
+    run.events.tool_call(run.step, idx, _display_name(run, call), raw, source)
 
     key = call_key(name, raw)
-    verdict = check_repeat(run, key)
+    verdict = run.state.breakers.repeat.before_call(key, run.settings.circuit_breaker)
     if verdict is not Verdict.OK:
-        return await _repeat_intercept(run, call, idx, head, r.tokens, r.group, verdict)
+        return await _repeat_intercept(run, call, idx, reply, verdict)
 
     decision = await _ask_human(run, name, raw) if run.asks_tool_calls else None
     if decision is None:
@@ -205,212 +176,154 @@ async def _approve(
         observation = f"[Tool call rejected: {decision.reason or 'rejected by user'}]"
         if last:
             observation = _join(observation, await verification_note(run))
-        run.emit("tool_result", run.step, idx, len(observation), observation, True)
-        return _Deferred(_step(head, call, observation, True, r.tokens, r.group), _Next.REJECTED)
+        run.events.tool_result(run.step, idx, len(observation), observation, True)
+        step = reply.step(first=idx == 0, action=call, observation=observation, is_error=True)
+        return _Deferred(step, REJECTED)
     return _Approved(call, idx, key, source, decision.modified_input or raw, approved=True)
 
 
-async def _ask_human(run: Run, name: str, raw: str) -> HITLToolDecision | None:
+async def _ask_human(run: RunScope, name: str, raw: str) -> HITLToolDecision | None:
     """``on_tool_call``, with the call's policy and any judge's reason on the context."""
-    review_of = getattr(run.tools, "review", None)
-    review = review_of(run.tool_ctx, name, raw) if callable(review_of) else None
+    review = run.tools.review(run.tool_ctx, name, raw)
     ctx = run.ctx
-    if isinstance(review, ToolReview):
+    if review is not None:
         ctx = ctx.replace(tool_policy=review.policy, tool_review=review.reason)
-    return await run.s.hitl.on_tool_call(ctx, name, raw)
+    return await run.settings.hitl.on_tool_call(ctx, name, raw)
+
+
+async def _execute(run: RunScope, a: _Approved) -> ToolResult:
+    ctx = run.tool_ctx.replace(tool_call_approved=True) if a.approved else run.tool_ctx
+    return await run.tools.execute(ctx, a.call.name, a.exec_input)
 
 
 async def _complete(
-    run: Run, a: _Approved, result: ToolResult, last: bool, head: dict[str, Any], r: _Response
-) -> _Next | ExecutorResult:
+    run: RunScope, a: _Approved, result: ToolResult, last: bool, reply: Reply
+) -> CallOutcome:
     """Run the breakers on a result, process it into an observation, and record the step."""
     name = a.call.name
-    note_result(run.counters, a.key, result.is_error)
     content, is_error = valid_text(result.content), result.is_error
-    untrusted = (name == RESULT_READ_TOOL and run.own_result_reader) or run.tools.is_tool_untrusted(
-        name
+    seen = CallResult(
+        tool=name,
+        key=a.key,
+        content=content,
+        is_error=is_error,
+        retryable=is_error and result.retryable,
+        parse_error=is_error and PARSE_ERROR_PREFIX in content,
+        traits=run.tools.traits(name),
     )
-
     # Breakers look at the raw result; one call trips at most one of them.
-    breaker, verdict = "fruitless", check_fruitless(run, name, content, is_error)
-    if verdict is Verdict.OK:
-        breaker, verdict = "same_tool", check_same_tool(run, name, a.key, content, is_error)
+    breaker, verdict = run.state.breakers.observe_result(seen, run.settings.circuit_breaker)
     observation = content or "(no output)"
-    if verdict is Verdict.OK:
-        is_parse_error = is_error and PARSE_ERROR_PREFIX in content
-        verdict = check_parse_error(run, name, is_parse_error, is_error)
-        if verdict is Verdict.NUDGE:
-            run.diag(
-                "parse_error_nudge",
-                tool=name,
-                consecutive_parse_errors=run.counters.parse_count,
-            )
-            observation += "\n\n" + nudges.parse_error_note(
-                run.counters.parse_count, content, a.exec_input
-            )
-            verdict = Verdict.OK
-        breaker = "parse_error"
+    if verdict is Verdict.NUDGE and breaker is run.state.breakers.parse_error:
+        run.diag("parse_error_nudge", tool=name, consecutive_parse_errors=breaker.count)
+        observation += "\n\n" + nudges.parse_error_note(breaker.count, content, a.exec_input)
+        verdict = Verdict.OK
 
     observation, cache_hash = process_tool_result(
         run, name, a.exec_input, content, observation, a.source
     )
     note_call(run, name, is_error)
-    if last and run.verify_pending:
+    if last and run.state.verify_pending:
         observation = _join(observation, await verification_note(run))
-    run.emit("tool_result", run.step, a.idx, len(observation), observation, is_error)
-    step = Step(
-        **head,
-        action=a.call,
-        observation=observation,
-        is_error=is_error,
-        tokens_used=r.tokens,
-        response_group=r.group,
-        is_untrusted=untrusted,
-        cache_hash=cache_hash,
-    )
+    run.events.tool_result(run.step, a.idx, len(observation), observation, is_error)
+    step = reply.step(first=a.idx == 0, action=a.call, observation=observation, is_error=is_error)
+    step.is_untrusted = run.tools.is_untrusted(name)
+    step.cache_hash = cache_hash
     extras = _pre_compaction_warning(run, observation) if last else ""
     step.observation += extras + checklist.batching_suffix(run, step)
 
     if verdict is Verdict.OK:
-        run.record(step)
-        return _Next.CONTINUE
+        run.trajectory.record(step)
+        return RAN
     return await _breaker_trip(run, step, breaker, verdict)
 
 
-async def _execute(run: Run, name: str, input: str, approved: bool) -> ToolResult:
-    """Run one tool; every failure becomes an error result (cancellation propagates)."""
-    if name not in run.offered:
-        available = ", ".join(sorted(run.offered))
-        return ToolResult(f"tool not found: {name}. Available tools: {available}", is_error=True)
-    ctx = run.tool_ctx.replace(tool_call_approved=True) if approved else run.tool_ctx
-    if name == RESULT_READ_TOOL and run.own_result_reader:
-        return await guarded_execute(name, lambda: run.result_reader.execute(ctx, input), run.log)
-    if run.tools_never_raise:
-        return await run.tools.execute(ctx, name, input)
-    return await guarded_execute(name, lambda: run.tools.execute(ctx, name, input), run.log)
-
-
 async def _repeat_intercept(
-    run: Run,
-    call: ToolCall,
-    idx: int,
-    head: dict[str, Any],
-    tokens: int,
-    group: int,
-    verdict: Verdict,
-) -> _Deferred | ExecutorResult:
+    run: RunScope, call: ToolCall, idx: int, reply: Reply, verdict: Verdict
+) -> _Deferred | EndRun:
     """An identical call was repeated: it does not run; nudge, or abort unless reprieved."""
-    count = run.counters.repeat_count
+    breaker = run.state.breakers.repeat
+    trip = breaker.trip(call.name)
     if verdict is Verdict.NUDGE:
-        message = nudges.repeat_nudge(call.name, count, run.counters.repeat_last_error)
-        run.diag("repeated_tool_call_nudge", tool=call.name, repeat_count=count)
-        run.emit("tool_result", run.step, idx, len(message), message, True)
-        return _Deferred(_step(head, call, message, True, tokens, group), _Next.BREAK)
-    run.diag("repeated_tool_call_abort", tool=call.name, repeat_count=count)
-    message = nudges.repeat_abort(call.name, count)
-    run.emit("tool_result", run.step, idx, len(message), message, True)
-    nudge = await reprieve(run, "repeat")
+        run.diag(trip.nudge_event, **trip.details)
+        run.events.tool_result(run.step, idx, len(trip.nudge), trip.nudge, True)
+        step = reply.step(first=idx == 0, action=call, observation=trip.nudge, is_error=True)
+        return _Deferred(step, BROKE_OFF)
+    run.diag(trip.abort_event, **trip.details)
+    run.events.tool_result(run.step, idx, len(trip.abort), trip.abort, True)
+    nudge = await ask_reprieve(run, breaker)
     if nudge is None:
-        return await _end(run, message, ExitReason.REPEAT_ABORT)
-    step = _step(
-        head, call, "Not executed: " + message.removeprefix("Aborted: "), True, tokens, group
-    )
-    step.user_nudge = nudge
-    return _Deferred(step, _Next.BREAK)
+        return await _end(run, trip.abort, trip.exit_reason)
+    observation = "Not executed: " + trip.abort.removeprefix("Aborted: ")
+    step = reply.step(first=idx == 0, action=call, observation=observation, is_error=True)
+    step.user_nudge, step.nudge_kind = nudge, NudgeKind.REPRIEVE
+    return _Deferred(step, BROKE_OFF)
 
 
 async def _breaker_trip(
-    run: Run, step: Step, breaker: str, verdict: Verdict
-) -> _Next | ExecutorResult:
+    run: RunScope, step: Step, breaker: Breaker, verdict: Verdict
+) -> CallOutcome:
     """A breaker tripped on an executed call: record the call, then nudge or abort."""
-    assert step.action is not None
-    t = describe_trip(run, breaker, step.action.name)
+    trip = breaker.trip(step.tool_name)
     if verdict is Verdict.NUDGE:
-        step.user_nudge = t.nudge
-        run.diag(t.nudge_event, **t.details)
-        run.record(step)
-        return _Next.BREAK
-    run.diag(t.abort_event, **t.details)
-    nudge = await reprieve(run, breaker)
-    step.user_nudge = nudge or ""
-    run.record(step)
+        step.user_nudge, step.nudge_kind = trip.nudge, NudgeKind.BREAKER
+        run.diag(trip.nudge_event, **trip.details)
+        run.trajectory.record(step)
+        return BROKE_OFF
+    run.diag(trip.abort_event, **trip.details)
+    nudge = await ask_reprieve(run, breaker)
+    if nudge is not None:
+        step.user_nudge, step.nudge_kind = nudge, NudgeKind.REPRIEVE
+    run.trajectory.record(step)
     if nudge is None:
-        return await _end(run, t.abort, t.exit_reason)
-    return _Next.BREAK
+        return await _end(run, trip.abort, trip.exit_reason)
+    return BROKE_OFF
 
 
-async def _parse_abort(
-    run: Run,
-    call: ToolCall,
-    idx: int,
-    head: dict[str, Any],
-    tokens: int,
-    group: int,
-    observation: str,
-) -> Flow | ExecutorResult | None:
-    step = _step(head, call, observation, True, tokens, group)
-    outcome = await _breaker_trip(run, step, "parse_error", Verdict.ABORT)
-    if isinstance(outcome, ExecutorResult):
-        return outcome
-    return Flow.INTERCEPTED
-
-
-async def _end(run: Run, output: str, reason: ExitReason) -> ExecutorResult:
-    """End the run mid-response: verify pending edits, commit, return unfinished."""
+async def _end(run: RunScope, output: str, reason: ExitReason) -> EndRun:
+    """End the run mid-response: verify pending edits first."""
     await flush_verification(run)
-    return run.result(output, reason, finished=False)
+    return EndRun(output, reason)
 
 
-def _pre_compaction_warning(run: Run, observation: str) -> str:
+def _pre_compaction_warning(run: RunScope, observation: str) -> str:
     """Once the context nears compaction, name the outputs about to be pruned or dropped.
 
     The fill is projected with this response's results, which are not in the context yet:
     a large result can carry the fill past the warning and the compaction threshold at once.
     """
-    percent = run.s.pre_warning_percent
-    if percent <= 0 or run.pre_warning_done:
+    percent = run.settings.pre_warning_percent
+    if percent <= 0 or run.state.nudges.pre_warning_given:
         return ""
     fill = run.cw.check_fill()
     if fill.status != "ok" or fill.max <= 0:
         return ""
-    adding = run.pending_tokens() + run.s.token_counter.count(observation)
+    counter = run.settings.token_counter
+    adding = run.trajectory.pending_tokens(counter) + counter.count(observation)
     projected = fill.percent + adding / fill.max * 100
     if projected < percent:
         return ""
     outputs = run.cw.vulnerable_outputs()
     if not outputs:
         return ""
-    run.pre_warning_done = True
+    run.state.nudges.pre_warning_given = True
     run.diag("pre_compaction_nudge", fill_percent=projected, vulnerable_count=len(outputs))
     return "\n\n" + nudges.pre_compaction_warning(
         projected, [(o.tool_name, o.input_hint) for o in outputs]
     )
 
 
-def _display_name(run: Run, call: ToolCall) -> str:
+def _display_name(run: RunScope, call: ToolCall) -> str:
     """``"<tool> (cached)"`` for a ``tool_result_read`` of a known hash, else the name."""
-    if call.name != RESULT_READ_TOOL or run.cache is None:
+    if run.cache is None or call.name != RESULT_READ_TOOL:
         return call.name
     try:
-        data = json.loads(call.input)
-    except json.JSONDecodeError:
+        data = safejson.loads(call.input)
+    except ValueError:
         return call.name
     key = data.get("hash") if isinstance(data, dict) else None
     entry = run.cache.lookup(key) if isinstance(key, str) else None
     return f"{entry.tool_name} (cached)" if entry is not None else call.name
-
-
-def _step(
-    head: dict[str, Any], call: ToolCall, observation: str, is_error: bool, tokens: int, group: int
-) -> Step:
-    return Step(
-        **head,
-        action=call,
-        observation=observation,
-        is_error=is_error,
-        tokens_used=tokens,
-        response_group=group,
-    )
 
 
 def _join(observation: str, note: str) -> str:

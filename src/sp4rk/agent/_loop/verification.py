@@ -5,25 +5,27 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
-from sp4rk.agent._loop.state import Run
-from sp4rk.agent.verify import EDIT_TOOLS, EditVerifyResult, format_verify_note
+from sp4rk.agent._loop.scope import RunScope
+from sp4rk.agent.verify import EditVerifyResult, format_verify_note
 
 #: Longest a verify runner may take before the edit is reported as not verified, in seconds.
 RUNNER_TIMEOUT = 900.0
 
 
-def note_call(run: Run, tool: str, is_error: bool) -> None:
+def note_call(run: RunScope, tool: str, is_error: bool) -> None:
     """A successful write or edit schedules a verification at the end of the response."""
-    if run.s.verify_runner is not None and tool in EDIT_TOOLS and not is_error:
-        run.verify_pending = True
+    if run.settings.verify_runner is None or is_error:
+        return
+    if run.tools.traits(tool).verify_after:
+        run.state.verify_pending = True
 
 
-async def verification_note(run: Run) -> str:
+async def verification_note(run: RunScope) -> str:
     """Run the pending verification (if any) and return its note, else ``""``."""
-    runner = run.s.verify_runner
-    if not run.verify_pending or runner is None:
+    runner = run.settings.verify_runner
+    if not run.state.verify_pending or runner is None:
         return ""
-    run.verify_pending = False
+    run.state.verify_pending = False
     try:
         result = await asyncio.wait_for(runner(run.tool_ctx), RUNNER_TIMEOUT)
     except TimeoutError:
@@ -35,27 +37,28 @@ async def verification_note(run: Run) -> str:
         result = EditVerifyResult(
             error=TypeError(f"the verify runner returned {type(result).__name__}")
         )
-    note = format_verify_note(result, run.s.verify_max_chars)
+    note = format_verify_note(result, run.settings.verify_max_chars)
     run.diag("verify_on_edit", exit_code=result.exit_code, timed_out=result.timed_out, note=note)
     return note
 
 
-async def flush_verification(run: Run) -> None:
+async def flush_verification(run: RunScope) -> None:
     """Run a verification the response left pending; attach it to its last tool observation."""
     note = await verification_note(run)
     if note:
         attach_note(run, note)
 
 
-def attach_note(run: Run, note: str) -> None:
+def attach_note(run: RunScope, note: str) -> None:
     """Append ``note`` to the observation of the response's last successful edit.
 
     Used when the call that would have carried it never ran (a breaker or a finish ended
     the response early); the ``verify_on_edit`` diagnostic carries the note for events.
     """
-    for i in range(len(run.pending) - 1, -1, -1):
-        step = run.pending[i]
-        if step.tool_name in EDIT_TOOLS and not step.is_error:
+    pending = run.trajectory.pending
+    for i in range(len(pending) - 1, -1, -1):
+        step = pending[i]
+        if run.tools.traits(step.tool_name).verify_after and not step.is_error:
             joined = f"{step.observation}\n\n{note}" if step.observation else note
-            run.pending[i] = dataclasses.replace(step, observation=joined)
+            pending[i] = dataclasses.replace(step, observation=joined)
             return

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from sp4rk.tools.base import ToolError
+from sp4rk.tools.base import ToolError, ToolTraits
 from sp4rk.tools.context import RunContext
 from sp4rk.tools.function import tool
 
@@ -49,7 +49,7 @@ def parse_checklist(todo_list: str) -> tuple[list[ChecklistItem], list[str]]:
     return items, errors
 
 
-@tool(name="update_checklist", read_only=False)
+@tool(name="update_checklist", traits=ToolTraits(cacheable=False, brief_results=True))
 def update_checklist(ctx: RunContext, todo_list: str, step_id: str = "") -> str:
     """Record your progress checklist for the current task.
 

@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from sp4rk.tools.base import Tool, ToolError, ToolPolicy
-from sp4rk.tools.builtins.files import encode_text, read_text_file, write_atomic
+from sp4rk.tools.builtins.files import EDITS_FILE, encode_text, read_text_file, write_atomic
 from sp4rk.tools.builtins.paths import Confinement
 from sp4rk.tools.context import RunContext
 from sp4rk.tools.function import tool
@@ -54,7 +54,7 @@ class Edit:
 def edit_tools(fs: Confinement) -> list[Tool]:
     """``edit_file`` bound to ``fs``."""
 
-    @tool(name="edit_file", policy=ToolPolicy.USER_CONFIRM)
+    @tool(name="edit_file", policy=ToolPolicy.USER_CONFIRM, traits=EDITS_FILE)
     def edit_file(
         ctx: RunContext,
         path: str,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from sp4rk.tools.base import ToolError
+from sp4rk.tools.base import ToolError, ToolTraits
 from sp4rk.tools.context import RunContext
 from sp4rk.tools.function import tool
 from sp4rk.tools.stores import Fact
@@ -29,7 +29,7 @@ def find_secret(text: str) -> str:
     return ""
 
 
-@tool(name="store_fact")
+@tool(name="store_fact", traits=ToolTraits(cacheable=False, brief_results=True))
 def store_fact(ctx: RunContext, keywords: list[str], content: str) -> str:
     """Save a finding so it survives context compaction; find it again with search_facts.
 
@@ -56,7 +56,7 @@ def store_fact(ctx: RunContext, keywords: list[str], content: str) -> str:
     return "Fact stored with keywords: " + ", ".join(words)
 
 
-@tool(name="search_facts", read_only=True)
+@tool(name="search_facts", traits=ToolTraits(read_only=True, cacheable=False))
 def search_facts(ctx: RunContext, keywords: list[str]) -> str:
     """Find facts saved earlier with store_fact.
 

@@ -17,7 +17,7 @@ import stat
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from sp4rk.tools.base import Tool, ToolError, ToolPolicy
+from sp4rk.tools.base import Tool, ToolError, ToolPolicy, ToolTraits
 from sp4rk.tools.builtins.paths import (
     Confinement,
     Target,
@@ -47,10 +47,16 @@ MAX_COUNT_BYTES = 64 * 1024 * 1024
 _COUNT_CHUNK = 1024 * 1024
 
 
+#: Writes and edits change source files: they count as progress and trigger verify-on-edit.
+EDITS_FILE = ToolTraits(mutating=True, verify_after=True, brief_results=True, file_argument="path")
+#: Deleting files and creating directories change the tree but are not edits to verify.
+CHANGES_TREE = ToolTraits(mutating=True, brief_results=True)
+
+
 def file_tools(fs: Confinement) -> list[Tool]:
     """The file tools except ``edit_file``, bound to ``fs``."""
 
-    @tool(name="read_file", untrusted=True, read_only=True)
+    @tool(name="read_file", untrusted=True, traits=ToolTraits(read_only=True, file_argument="path"))
     def read_file(
         ctx: RunContext,
         path: str,
@@ -75,7 +81,7 @@ def file_tools(fs: Confinement) -> list[Tool]:
         with open_regular(target, "read_file") as (f, _):
             return _read_range(f, target, start_line, end_line, line_numbers)
 
-    @tool(name="write_file", policy=ToolPolicy.USER_CONFIRM)
+    @tool(name="write_file", policy=ToolPolicy.USER_CONFIRM, traits=EDITS_FILE)
     def write_file(ctx: RunContext, path: str, content: str) -> str:
         """Create or overwrite a file in the workspace with the given content.
 
@@ -92,7 +98,7 @@ def file_tools(fs: Confinement) -> list[Tool]:
         write_atomic(target, data, create_parents=True)
         return f"successfully wrote {len(data)} bytes to {target.path}"
 
-    @tool(name="delete_file", policy=ToolPolicy.USER_CONFIRM)
+    @tool(name="delete_file", policy=ToolPolicy.USER_CONFIRM, traits=CHANGES_TREE)
     def delete_file(ctx: RunContext, path: str, recursive: bool = False) -> str:
         """Delete a file, a symbolic link, or (with recursive) a directory tree.
 
@@ -128,7 +134,7 @@ def file_tools(fs: Confinement) -> list[Tool]:
             return f"successfully deleted symbolic link: {target.display} (its target is untouched)"
         return f"successfully deleted file: {target.display}"
 
-    @tool(name="create_directory", policy=ToolPolicy.USER_CONFIRM)
+    @tool(name="create_directory", policy=ToolPolicy.USER_CONFIRM, traits=CHANGES_TREE)
     def create_directory(ctx: RunContext, path: str) -> str:
         """Create a directory and any missing parents (like mkdir -p); fine if it exists.
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sp4rk.tools.base import ToolPolicy, ToolResult
+from sp4rk.tools.base import ToolPolicy, ToolResult, ToolTraits
 from sp4rk.tools.context import RunContext
 
 FINISH_TOOL_NAME = "finish"
@@ -33,6 +33,7 @@ class FinishTool:
     }
     default_policy = ToolPolicy.ALWAYS_ALLOW
     is_untrusted = False
+    traits = ToolTraits(cacheable=False)
 
     async def execute(self, ctx: RunContext, input: str) -> ToolResult:
         """Echo the answer, or report why the input is not a valid finish call."""

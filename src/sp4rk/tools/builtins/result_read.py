@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from sp4rk.tools.base import ToolError
+from sp4rk.tools.base import ToolError, ToolTraits
 from sp4rk.tools.context import RunContext
 from sp4rk.tools.function import tool
 
@@ -20,7 +20,7 @@ MAX_PAGE_LINE_CHARS = 2000
 LINE_CHUNK_CHARS = 20_000
 
 
-@tool(name="tool_result_read", untrusted=True, read_only=True)
+@tool(name="tool_result_read", untrusted=True, traits=ToolTraits(read_only=True, cacheable=False))
 def tool_result_read(
     ctx: RunContext,
     hash: str,

@@ -1,0 +1,64 @@
+"""The trajectory: one ``Step`` per tool call or message, and the kinds of executor nudges."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from sp4rk._internal.serde import Serializable
+from sp4rk.llm.types import ReasoningItem, ToolCall
+
+
+class NudgeKind(enum.Enum):
+    """Who wrote a step's ``user_nudge``, and why: code reads this, never the nudge's wording."""
+
+    USER = "user"
+    """A live message from the human (or the host), delivered at a step boundary."""
+    TEXT_REPLY = "text_reply"
+    """The model replied with text only; it was asked to call ``finish`` explicitly."""
+    PRINTED_TOOL_CALL = "printed_tool_call"
+    """The model wrote a tool call as text; it was asked to make a real call."""
+    BUDGET_GRANTED = "budget_granted"
+    """The human granted more steps (or lifted the limit) at the step budget."""
+    WRAP_UP = "wrap_up"
+    """Few steps are left in the budget."""
+    CHECKLIST_STALE = "checklist_stale"
+    """Many calls since the last checklist update."""
+    FINISH_REJECTED = "finish_rejected"
+    """A finish attempt was rejected by the finish guard or a gate."""
+    BREAKER = "breaker"
+    """A circuit breaker nudged the model to change its approach."""
+    REPRIEVE = "reprieve"
+    """A breaker tripped and the human let the run go on."""
+    TRUNCATED_RESPONSE = "truncated_response"
+    """The response was cut at the output-token limit; none of its calls ran."""
+
+
+@dataclass(slots=True)
+class Step(Serializable):
+    """One entry of the trajectory.
+
+    A step with an ``action`` is a tool call and its observation. A step whose ``action`` is
+    ``None`` is a *nudge-only* step: a message to the model (``user_nudge``), possibly with the
+    text the model had replied. Steps sharing a non-zero ``response_group`` came from one
+    response and render as one assistant message with several tool calls. ``nudge_kind`` says
+    who wrote ``user_nudge`` (``None`` when there is none, or in checkpoints older than it).
+    """
+
+    thought: str = ""
+    reasoning_content: str = ""
+    reasoning_items: list[ReasoningItem] = field(default_factory=list)
+    action: ToolCall | None = None
+    observation: str = ""
+    is_error: bool = False
+    tokens_used: int = 0
+    user_nudge: str = ""
+    response_group: int = 0
+    is_untrusted: bool = False
+    cache_hash: str = ""
+    nudge_kind: NudgeKind | None = None
+
+    @property
+    def tool_name(self) -> str:
+        """The action's tool name, or ``""`` for a nudge-only step."""
+        return "" if self.action is None else self.action.name

@@ -1,0 +1,142 @@
+"""One run of the loop: its configuration, state, collaborators and trajectory, wired once.
+
+Each part owns what it changes: ``state`` (counters, breakers, gates) changes only through
+its own methods, ``trajectory`` appends steps, ``tools`` answers for the tools. The phases in
+this package read the parts and call those methods; none keeps state of its own.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from sp4rk._core.context import InterjectionHolder
+from sp4rk.agent._legacy import state_from_steps
+from sp4rk.agent._loop.emit import EventProxy
+from sp4rk.agent._loop.recorder import Recorder
+from sp4rk.agent._loop.settings import ExecutorSettings
+from sp4rk.agent._loop.toolbox import ToolBox
+from sp4rk.agent.debug import DumpCaller
+from sp4rk.agent.gates import CHECKLIST_TOOL
+from sp4rk.agent.hitl import HITLHandler
+from sp4rk.agent.protocols import (
+    ContextManager,
+    InterjectionConsumer,
+    LLMCaller,
+    StreamingLLMCaller,
+    ToolExecutor,
+)
+from sp4rk.agent.state import RunState
+from sp4rk.agent.types import ExecutorResult, ExitReason
+from sp4rk.tools.base import ToolDescriptor
+from sp4rk.tools.context import RunContext
+
+
+class RunScope:
+    """Everything one call to ``Executor.run`` works with."""
+
+    def __init__(
+        self,
+        settings: ExecutorSettings,
+        state: RunState | None,
+        llm: LLMCaller,
+        tools: ToolExecutor,
+        task_tools: Sequence[ToolDescriptor],
+        cw: ContextManager,
+        ctx: RunContext,
+        *,
+        first_group: int,
+    ) -> None:
+        """Wire a run.
+
+        ``state`` is the state to resume; ``None`` starts afresh, or rebuilds the state of a
+        schema-1 checkpoint from its steps.
+        """
+        self.settings = settings
+        # A dump writer on the context records this run's requests and responses.
+        self.llm: LLMCaller = llm if ctx.dump_writer is None else DumpCaller(llm, ctx.dump_writer)
+        self.cw = cw
+        self.ctx = ctx
+        self.log = logging.LoggerAdapter(
+            settings.logger,
+            {
+                "plan_step_id": settings.plan_step_id,
+                "plan_index": settings.plan_index,
+                "plan_total": settings.plan_total,
+            },
+        )
+        self.events = EventProxy(settings.events, self.log)
+        self.cache = settings.tool_cache
+        self.tool_ctx = ctx.replace(
+            tool_result_cache=self.cache, per_tool_truncation=settings.per_tool_truncation
+        )
+        self.tools = ToolBox(
+            tools,
+            task_tools,
+            with_result_reader=self.cache is not None,
+            non_cacheable=settings.non_cacheable,
+            log=self.log,
+        )
+        resumed = settings.resume_steps
+        if state is None:
+            state = (
+                state_from_steps(resumed, self.tools.traits, settings.circuit_breaker, first_group)
+                if resumed
+                else RunState(response_groups=first_group)
+            )
+        self.state = state
+        self.trajectory = Recorder(cw, state.gates, self.tools, resumed)
+        self.checklist_offered = CHECKLIST_TOOL in self.tools.task_tool_names
+        # Capabilities, decided once: runtime protocol checks are slow on the hot path.
+        self.streams = isinstance(self.llm, StreamingLLMCaller)
+        self.consumes_interjections = isinstance(cw, InterjectionConsumer)
+        self.interjections = cw if isinstance(cw, InterjectionHolder) else None
+        self.asks_tool_calls = type(settings.hitl).on_tool_call is not HITLHandler.on_tool_call
+
+    @property
+    def step(self) -> int:
+        """The number of the current step (the model response being worked on)."""
+        return self.state.iteration + 1
+
+    def step_limit(self) -> int:
+        """The last step number the budget allows."""
+        return self.state.step_budget.limit(self.settings.max_steps)
+
+    def diag(self, event: str, **details: Any) -> None:
+        """Fire ``executor_diagnostic`` and log it at DEBUG."""
+        if self.settings.plan_step_id:
+            details.setdefault("plan_step_id", self.settings.plan_step_id)
+        self.log.debug("diagnostic %s at step %d: %s", event, self.step, details)
+        self.events.executor_diagnostic(self.step, event, details)
+
+    def sync_trajectory(self) -> None:
+        """Give the trajectory store (if any) a snapshot of the steps so far."""
+        store = self.ctx.trajectory_store
+        if store is not None:
+            store.sync(list(self.trajectory.steps))
+
+    def result(self, output: str, exit_reason: ExitReason, *, finished: bool) -> ExecutorResult:
+        """The run's result; commits pending steps first."""
+        self.trajectory.commit()
+        self.save_interjection()
+        return ExecutorResult(
+            output=output,
+            steps=list(self.trajectory.steps),
+            finished=finished,
+            paused=exit_reason is ExitReason.PAUSED,
+            exit_reason=exit_reason,
+            state=self.state,
+        )
+
+    def restore_interjection(self) -> None:
+        """Give a resumed run's saved interjection back to the context manager."""
+        saved = self.state.pending_interjection
+        holder = self.interjections
+        if saved and holder is not None and not holder.pending_user_interjection:
+            holder.set_pending_user_interjection(saved)
+
+    def save_interjection(self) -> None:
+        """Keep a resume interjection the context manager has not retired yet in the state."""
+        if self.interjections is not None:
+            self.state.pending_interjection = self.interjections.pending_user_interjection

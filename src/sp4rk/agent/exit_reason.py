@@ -1,0 +1,34 @@
+"""``ExitReason``: why ``Executor.run`` returned.
+
+A module of its own, so that every part of the agent layer can name a reason without
+importing the others.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class ExitReason(enum.Enum):
+    """Why ``Executor.run`` returned."""
+
+    FINISHED = "finished"
+    """The model called ``finish`` and every gate accepted it."""
+    IMPLICIT_FINISH = "implicit_finish"
+    """The model kept replying with text after two nudges; the text was accepted."""
+    PAUSED = "paused"
+    """The pause checker asked to stop; ``steps`` is a resumable checkpoint."""
+    STEP_LIMIT = "step_limit"
+    """The step budget ran out and the HITL handler granted no more."""
+    REPEAT_ABORT = "repeat_abort"
+    """The same call with the same arguments was repeated too many times."""
+    TRUNCATION_ABORT = "truncation_abort"
+    """Responses kept being cut at the output-token limit."""
+    PARSE_ERROR_ABORT = "parse_error_abort"
+    """A tool's input kept failing to parse."""
+    FRUITLESS_ABORT = "fruitless_abort"
+    """Calls kept returning empty or minimal results."""
+    SAME_TOOL_ABORT = "same_tool_abort"
+    """One tool kept being called with varied arguments but similar results."""
+    MUTATION_REQUIRED = "mutation_required"
+    """The run had to change files, none were changed, and the model finished anyway."""

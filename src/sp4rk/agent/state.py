@@ -1,0 +1,121 @@
+"""``RunState``: everything a run needs later, as typed data that survives pause and resume.
+
+A run is its trajectory (the steps, what the model saw) plus this state (what the executor
+counted and decided). Both go into a checkpoint; nothing is ever read back from the wording
+of a message, so a user's message or a tool's output can never change the executor's state::
+
+    RunState
+    ├── iteration, response_groups      how far the run got
+    ├── step_budget                     steps granted beyond max_steps, or unlimited
+    ├── breakers                        repeat · truncation · parse_error · fruitless · same_tool
+    ├── gates                           finish_guard · mutation · checklist
+    ├── nudges                          one-shot nudges already given
+    └── pending_messages, pending_interjection, verify_pending
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sp4rk._internal.serde import Serializable
+from sp4rk.agent.breakers import BreakerSet
+from sp4rk.agent.gates import Gates
+from sp4rk.agent.hitl import StepLimitResponse
+
+#: Most live messages a state may hold undelivered (a bound for hostile checkpoints).
+MAX_PENDING_MESSAGES = 1000
+
+
+@dataclass(slots=True, kw_only=True)
+class StepBudget(Serializable):
+    """The step budget beyond ``max_steps``: what the human granted at the limit."""
+
+    granted: int = 0
+    """Steps granted on top of the executor's ``max_steps``."""
+    unlimited: bool = False
+    """The human lifted the limit for this run."""
+
+    def limit(self, max_steps: int) -> int:
+        """The last step number the run may take."""
+        return max_steps + self.granted
+
+    def exhausted(self, step: int, max_steps: int) -> bool:
+        """Whether ``step`` lies beyond the budget (the human must be asked)."""
+        return not self.unlimited and step > self.limit(max_steps)
+
+    def extend(self, answer: StepLimitResponse, max_steps: int) -> int | None:
+        """Apply the human's answer at the limit.
+
+        Returns:
+            The steps granted (``0`` when the limit was lifted), or ``None`` on a denial.
+        """
+        if answer is StepLimitResponse.ALLOW_ONCE:
+            self.granted += 1
+            return 1
+        if answer is StepLimitResponse.ALLOW_MORE:
+            granted = max(max_steps, 1)
+            self.granted += granted
+            return granted
+        if answer is StepLimitResponse.ALLOW_ALWAYS:
+            self.unlimited = True
+            return 0
+        return None
+
+
+@dataclass(slots=True, kw_only=True)
+class NudgeFlags(Serializable):
+    """Nudges with a per-run budget, and whether each was used."""
+
+    text_replies: int = 0
+    """Text-only replies answered with a nudge (two per run, then the text is accepted)."""
+    wrap_up_given: bool = False
+    """The few-steps-left nudge was given."""
+    pre_warning_given: bool = False
+    """The pre-compaction warning was given (re-armed after each compaction)."""
+
+
+@dataclass(slots=True, kw_only=True)
+class RunState(Serializable):
+    """The executor's state of one run: pass it back with the steps to resume exactly.
+
+    ``ExecutorResult.state`` carries it; ``Executor(..., resume_steps=steps,
+    resume_state=state)`` continues from it (``load_checkpoint`` returns both together).
+    """
+
+    iteration: int = 0
+    """Model responses so far; each counts against ``max_steps`` (the next step is +1)."""
+    response_groups: int = 0
+    """The last response-group number handed out."""
+    step_budget: StepBudget = field(default_factory=StepBudget)
+    breakers: BreakerSet = field(default_factory=BreakerSet)
+    gates: Gates = field(default_factory=Gates)
+    nudges: NudgeFlags = field(default_factory=NudgeFlags)
+    pending_messages: list[str] = field(default_factory=list)
+    """Live user messages not delivered yet: the next boundaries deliver them, one each."""
+    pending_interjection: str = ""
+    """A resume interjection the context manager had not retired when the run stopped."""
+    verify_pending: bool = False
+    """A verify-on-edit run is owed for the current response."""
+
+    def __post_init__(self) -> None:
+        if self.iteration < 0 or self.response_groups < 0 or self.step_budget.granted < 0:
+            raise ValueError("RunState counters must not be negative")
+        if len(self.pending_messages) > MAX_PENDING_MESSAGES:
+            raise ValueError(f"RunState holds more than {MAX_PENDING_MESSAGES} pending messages")
+
+    def queue_message(self, text: str) -> None:
+        """Deliver ``text`` to the model at the next step boundary (after the earlier ones)."""
+        if not isinstance(text, str):
+            raise TypeError(f"a message must be a str, got {type(text).__name__}")
+        if len(self.pending_messages) >= MAX_PENDING_MESSAGES:
+            raise ValueError(f"at most {MAX_PENDING_MESSAGES} messages may wait for delivery")
+        self.pending_messages.append(text)
+
+    def take_message(self) -> str | None:
+        """The oldest undelivered message, removed from the queue (``None`` when empty)."""
+        return self.pending_messages.pop(0) if self.pending_messages else None
+
+    def next_response_group(self) -> int:
+        """A new response-group number: every model response gets one."""
+        self.response_groups += 1
+        return self.response_groups
