@@ -5,6 +5,7 @@ a limit stops it, or the host pauses it. It depends only on narrow protocols (``
 ``ToolExecutor``, ``ContextManager``), so any provider, registry or context manager fits.
 """
 
+from sp4rk.agent.audit import AuditEntry, AuditLog, JsonlAuditLog, MemoryAuditLog
 from sp4rk.agent.breakers import BreakerSet, Verdict
 from sp4rk.agent.checkpoint import (
     CHECKPOINT_SCHEMA_VERSION,
@@ -45,6 +46,7 @@ from sp4rk.agent.subagent import (
     run_sub_agent,
     run_sub_agents_parallel,
 )
+from sp4rk.agent.taint import TaintPolicy, TaintState
 from sp4rk.agent.types import (
     CompactionResult,
     ExecutorResult,
@@ -68,6 +70,8 @@ from sp4rk.tools.result_cache import ToolResultCache, compute_tool_result_hash
 __all__ = [
     "CHECKPOINT_SCHEMA_VERSION",
     "DEFAULT_VERIFY_ON_EDIT_CAP",
+    "AuditEntry",
+    "AuditLog",
     "BreakerSet",
     "Checkpoint",
     "CheckpointError",
@@ -88,9 +92,11 @@ __all__ = [
     "HITLHandler",
     "HITLToolDecision",
     "InterjectionConsumer",
+    "JsonlAuditLog",
     "LLMCaller",
     "ListTrajectoryStore",
     "LoggingLLMCaller",
+    "MemoryAuditLog",
     "NoopEvents",
     "NoopHITLHandler",
     "NudgeKind",
@@ -104,6 +110,8 @@ __all__ = [
     "SubAgentError",
     "SubAgentResult",
     "SubAgentTask",
+    "TaintPolicy",
+    "TaintState",
     "ToolExecutor",
     "ToolResultBudget",
     "ToolResultCache",

@@ -7,6 +7,7 @@ Subclass :class:`Events` and override only what you need.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 
@@ -118,3 +119,44 @@ class RecordingEvents(Events):
 
     def executor_diagnostic(self, *args: Any) -> None:  # noqa: D102
         self.records.append(("executor_diagnostic", args))
+
+
+def check_events(events: object) -> None:
+    """Refuse an event sink whose methods the executor could not call.
+
+    Events are called synchronously with positional arguments; an ``async def`` method would
+    never run, and a wrong parameter list would fail only inside the run (and be ignored).
+
+    Raises:
+        TypeError: naming the method and how to fix it.
+    """
+    for name, base in vars(Events).items():
+        if name.startswith("_") or not callable(base):
+            continue
+        method = getattr(events, name, None)
+        if method is None:
+            if isinstance(events, Events):
+                continue
+            raise TypeError(
+                f"{type(events).__name__} has no {name}(): subclass sp4rk.agent.Events and "
+                "override only the events you need"
+            )
+        _check_callable(events, name, method, base, want_async=False)
+
+
+def _check_callable(owner: object, name: str, method: Any, base: Any, *, want_async: bool) -> None:
+    """``method`` must be callable like ``base`` (same positional arity) and (a)sync as asked."""
+    what = f"{type(owner).__name__}.{name}"
+    if not callable(method):
+        raise TypeError(f"{what} is not callable")
+    if inspect.iscoroutinefunction(method) != want_async:
+        kind = "async def" if want_async else "a plain def (events are called synchronously)"
+        raise TypeError(f"{what} must be {kind}")
+    arity = len(inspect.signature(base).parameters) - 1  # without self
+    try:
+        inspect.signature(method).bind(*([None] * arity))
+    except TypeError as exc:
+        expected = ", ".join(list(inspect.signature(base).parameters)[1:])
+        raise TypeError(f"{what} must accept ({expected}): {exc}") from None
+    except ValueError:  # a builtin without a signature: nothing to check
+        return

@@ -18,6 +18,7 @@ from sp4rk.agent._loop.settings import (
     MessageSource,
     PauseChecker,
 )
+from sp4rk.agent.audit import AuditLog
 from sp4rk.agent.checkpoint import Checkpoint
 from sp4rk.agent.config import (
     CircuitBreakerConfig,
@@ -27,10 +28,11 @@ from sp4rk.agent.config import (
     default_tool_result_budget,
     default_tool_truncation_config,
 )
-from sp4rk.agent.events import Events
-from sp4rk.agent.hitl import HITLHandler
+from sp4rk.agent.events import Events, check_events
+from sp4rk.agent.hitl import HITLHandler, check_hitl_handler
 from sp4rk.agent.protocols import ContextManager, LLMCaller, ToolExecutor
 from sp4rk.agent.state import RunState
+from sp4rk.agent.taint import TaintPolicy
 from sp4rk.agent.types import ExecutorResult, Step
 from sp4rk.agent.verify import EditVerifyRunner
 from sp4rk.llm.tokens import SimpleTokenCounter, TokenCounter
@@ -106,6 +108,10 @@ class Executor:
                 f"resume_state must be a RunState (result.state), got {type(resume_state).__name__}"
             )
 
+        if events is not None:
+            check_events(events)
+        if hitl is not None:
+            check_hitl_handler(hitl)
         self._llm = llm
         self._tools = tools
         self._settings = ExecutorSettings(
@@ -190,6 +196,8 @@ class Executor:
 
     def set_hitl_handler(self, handler: HITLHandler | None) -> None:
         """Replace the human-in-the-loop handler (``None`` restores the default)."""
+        if handler is not None:
+            check_hitl_handler(handler)
         self._settings.hitl = handler if handler is not None else HITLHandler()
 
     def set_verify_on_edit(
@@ -201,6 +209,21 @@ class Executor:
         """
         self._settings.verify_runner = runner
         self._settings.verify_max_chars = max_output_chars
+
+    def set_taint_policy(self, policy: TaintPolicy | None) -> None:
+        """How risky calls are escalated after untrusted content (``None``: never).
+
+        By default, once the run has read untrusted content (web pages, MCP results, files),
+        calls that reach the network, change files or that a server calls destructive need
+        an explicit approval even when their policy allows them.
+        """
+        self._settings.taint_policy = policy if policy is not None else TaintPolicy(enabled=False)
+
+    def set_audit_log(self, log: AuditLog | None) -> None:
+        """Append every approval decision to ``log`` (for example ``JsonlAuditLog(path)``)."""
+        if log is not None and not isinstance(log, AuditLog):
+            raise TypeError(f"an audit log needs a record(entry) method, got {log!r}")
+        self._settings.audit_log = log
 
     def set_pause_checker(self, checker: PauseChecker | None) -> None:
         """``fn(ctx) -> bool`` checked at every step boundary; ``True`` pauses the run."""

@@ -8,10 +8,10 @@ gates watch every recorded step, so their state is plain data saved with the run
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 from sp4rk._core.trajectory import Step
+from sp4rk._internal import safejson
 from sp4rk._internal.serde import Serializable
 from sp4rk.agent._loop import nudges
 from sp4rk.tools.base import ToolTraits
@@ -53,7 +53,7 @@ def checklist_items(step: Step) -> list[ChecklistItem]:
     if step.action is None:
         return []
     try:
-        data = json.loads(step.action.input)
+        data = safejson.loads(step.action.input)
     except ValueError:
         return []
     todo = data.get("todo_list") if isinstance(data, dict) else None

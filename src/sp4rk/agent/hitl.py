@@ -60,3 +60,20 @@ class HITLHandler:
 
 
 NoopHITLHandler = HITLHandler
+
+
+def check_hitl_handler(handler: object) -> None:
+    """Refuse a handler whose hooks the executor could not await.
+
+    Raises:
+        TypeError: naming the hook and how to fix it.
+    """
+    from sp4rk.agent.events import _check_callable
+
+    for name in ("on_tool_call", "on_step_limit"):
+        method = getattr(handler, name, None)
+        if method is None:
+            raise TypeError(
+                f"{type(handler).__name__} has no {name}(): subclass sp4rk.agent.HITLHandler"
+            )
+        _check_callable(handler, name, method, getattr(HITLHandler, name), want_async=True)

@@ -10,6 +10,7 @@ of a message, so a user's message or a tool's output can never change the execut
     ├── breakers                        repeat · truncation · parse_error · fruitless · same_tool
     ├── gates                           finish_guard · mutation · checklist
     ├── nudges                          one-shot nudges already given
+    ├── taint                           untrusted content seen: from where, since when
     └── pending_messages, pending_interjection, verify_pending
 """
 
@@ -21,6 +22,7 @@ from sp4rk._internal.serde import Serializable
 from sp4rk.agent.breakers import BreakerSet
 from sp4rk.agent.gates import Gates
 from sp4rk.agent.hitl import StepLimitResponse
+from sp4rk.agent.taint import TaintState
 
 #: Most live messages a state may hold undelivered (a bound for hostile checkpoints).
 MAX_PENDING_MESSAGES = 1000
@@ -90,6 +92,7 @@ class RunState(Serializable):
     breakers: BreakerSet = field(default_factory=BreakerSet)
     gates: Gates = field(default_factory=Gates)
     nudges: NudgeFlags = field(default_factory=NudgeFlags)
+    taint: TaintState = field(default_factory=TaintState)
     pending_messages: list[str] = field(default_factory=list)
     """Live user messages not delivered yet: the next boundaries deliver them, one each."""
     pending_interjection: str = ""

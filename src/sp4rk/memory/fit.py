@@ -27,6 +27,7 @@ from dataclasses import replace
 from typing import Any
 
 from sp4rk._core.trajectory import Step
+from sp4rk._internal import safejson
 from sp4rk._internal.text import INVISIBLE
 from sp4rk.llm.tokens import TokenCounter
 from sp4rk.llm.types import Message
@@ -307,8 +308,8 @@ def _shrunk(message: Message, steps_by_call: Mapping[str, Step], refs: ResultRef
 def _trimmed_input(raw: str) -> str:
     """A tool call's JSON input with long string values cut (still valid JSON)."""
     try:
-        data = json.loads(raw)
-    except json.JSONDecodeError:
+        data = safejson.loads(raw)
+    except ValueError:
         return json.dumps({"omitted": f"{len(raw)} characters of unparseable input"})
     return json.dumps(_trim(data), ensure_ascii=False)
 

@@ -7,11 +7,11 @@ keys, ``true``/``false`` and ``<nil>``.
 
 from __future__ import annotations
 
-import json
 import math
 from decimal import Decimal
 from typing import Any
 
+from sp4rk._internal import safejson
 from sp4rk._internal.text import byte_len, truncate_chars
 
 _HINT_KEYS = ("path", "file_path", "file", "pattern", "query", "command", "url")
@@ -22,8 +22,8 @@ MAX_HINT_BYTES = 60
 def input_hint(raw_input: str) -> str:
     """The most telling argument of a call: its path, pattern, query, command or URL."""
     try:
-        data = json.loads(raw_input)
-    except json.JSONDecodeError:
+        data = safejson.loads(raw_input)
+    except ValueError:
         return ""
     if not isinstance(data, dict):
         return ""

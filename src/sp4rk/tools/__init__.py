@@ -6,6 +6,7 @@ Knows nothing of :mod:`sp4rk.agent`; the executor drives tools through ``Registr
 from sp4rk.tools.base import (
     CacheMode,
     ContentBackedReader,
+    RiskJudge,
     Tool,
     ToolDescriptor,
     ToolError,
@@ -25,6 +26,7 @@ __all__ = [
     "ContentBackedReader",
     "FunctionTool",
     "Registry",
+    "RiskJudge",
     "RunContext",
     "Tool",
     "ToolDescriptor",

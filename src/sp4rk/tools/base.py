@@ -136,12 +136,30 @@ class ToolJudge(Protocol):
         ...
 
 
+@runtime_checkable
+class RiskJudge(Protocol):
+    """A tool that can tell what one call of it could do that an injected instruction wants.
+
+    Asked after the run has read untrusted content (taint-aware approvals), whatever the
+    tool's policy: a shell command that reaches the network, for example.
+    """
+
+    def risk(self, ctx: RunContext, input: str) -> str:
+        """What this call could do (reach the network, change the system), or ``""``."""
+        ...
+
+
 @dataclass(slots=True, frozen=True)
 class ToolReview:
-    """The policy that applies to one call, and why (a judge's reason, when it escalated)."""
+    """The policy that applies to one call, and why (a judge's reason, when it escalated).
+
+    ``risk`` says what the call could do that matters after untrusted content (``""`` when
+    nothing, or when the tool cannot tell).
+    """
 
     policy: ToolPolicy
     reason: str = ""
+    risk: str = ""
 
 
 @runtime_checkable

@@ -10,6 +10,7 @@ from typing import Literal
 from sp4rk.tools.base import (
     CacheMode,
     ContentBackedReader,
+    RiskJudge,
     Tool,
     ToolDescriptor,
     ToolJudge,
@@ -31,6 +32,7 @@ class _Entry:
     category: Literal["core", "mcp"]
     group: str
     judge: ToolJudge | None  # decided at registration: protocol checks are slow per call
+    risk_judge: RiskJudge | None
 
 
 class Registry:
@@ -91,7 +93,10 @@ class Registry:
                 "name; rename it on the server or register it under another name"
             )
         judge = tool if isinstance(tool, ToolJudge) else None
-        self._entries[tool.name] = _Entry(tool, source or "core", category, group, judge)
+        risk_judge = tool if isinstance(tool, RiskJudge) else None
+        self._entries[tool.name] = _Entry(
+            tool, source or "core", category, group, judge, risk_judge
+        )
         self._policy_overrides.pop(tool.name, None)
 
     def unregister(self, name: str) -> None:
@@ -120,7 +125,8 @@ class Registry:
         """The policy for this call; ``None`` when the tool is unknown.
 
         That is the tool's policy (or its override), escalated to ``USER_CONFIRM`` when an
-        ``ALWAYS_ALLOW`` tool's judge flags the call.
+        ``ALWAYS_ALLOW`` tool's judge flags the call, with the call's risk when the tool
+        can tell it (see :class:`~sp4rk.tools.base.RiskJudge`).
         """
         entry = self._entries.get(name)
         if entry is None:
@@ -129,8 +135,9 @@ class Registry:
         if policy is ToolPolicy.ALWAYS_ALLOW and entry.judge is not None:
             reason = entry.judge.judge(ctx, input)
             if reason:
-                return ToolReview(ToolPolicy.USER_CONFIRM, reason)
-        return ToolReview(policy)
+                return ToolReview(ToolPolicy.USER_CONFIRM, reason, reason)
+        risk = entry.risk_judge.risk(ctx, input) if entry.risk_judge is not None else ""
+        return ToolReview(policy, risk=risk)
 
     def get(self, name: str) -> Tool | None:
         """The tool called ``name``, or ``None``."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sp4rk.agent._loop.scope import RunScope
 from sp4rk.llm.errors import ContextWindowExceededError
+from sp4rk.llm.ingest import checked_response
 from sp4rk.llm.types import ChatRequest, ChatResponse
 
 #: Compactions allowed within one step after the provider reported an overflow.
@@ -73,13 +74,10 @@ async def _send(run: RunScope, request: ChatRequest) -> ChatResponse:
             run.events.assistant_chunk(delta)
 
     if run.streams:
-        response = await run.llm.call_stream(request, on_text)  # type: ignore[attr-defined]
+        reply = await run.llm.call_stream(request, on_text)  # type: ignore[attr-defined]
     else:
-        response = await run.llm.call(request)
-    if not isinstance(response, ChatResponse):
-        raise TypeError(
-            f"the LLM caller returned {type(response).__name__}, expected a ChatResponse"
-        )
+        reply = await run.llm.call(request)
+    response = checked_response(reply)
     if not suppress:
         text = response.message.content
         if text and not streamed:

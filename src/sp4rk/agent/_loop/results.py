@@ -95,7 +95,7 @@ def _file_meta(
         return _NO_FILE
     try:
         st = os.stat(p)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL in the path
         return _NO_FILE
     return str(p), st.st_mtime, st.st_size
 
@@ -103,6 +103,6 @@ def _file_meta(
 def _within(path: Path, root: Path) -> bool:
     try:
         path.resolve().relative_to(root.resolve())
-    except (ValueError, OSError):
+    except (ValueError, OSError, RuntimeError):  # RuntimeError: a symlink loop
         return False
     return True

@@ -6,9 +6,11 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from sp4rk.agent.audit import AuditLog
 from sp4rk.agent.config import CircuitBreakerConfig, ToolResultBudget
 from sp4rk.agent.events import Events
 from sp4rk.agent.hitl import HITLHandler
+from sp4rk.agent.taint import TaintPolicy
 from sp4rk.agent.types import Step
 from sp4rk.agent.verify import EditVerifyRunner
 from sp4rk.llm.tokens import TokenCounter
@@ -56,3 +58,5 @@ class ExecutorSettings:
     plan_total: int = 0
     verify_runner: EditVerifyRunner | None = None
     verify_max_chars: int = 0
+    taint_policy: TaintPolicy = field(default_factory=TaintPolicy)
+    audit_log: AuditLog | None = None

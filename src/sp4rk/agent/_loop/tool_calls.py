@@ -34,11 +34,13 @@ from sp4rk.agent._loop.results import process_tool_result
 from sp4rk.agent._loop.scope import RunScope
 from sp4rk.agent._loop.toolbox import RESULT_READ_TOOL
 from sp4rk.agent._loop.verification import flush_verification, note_call, verification_note
+from sp4rk.agent.audit import AuditEntry, Decision
 from sp4rk.agent.breakers import Breaker, CallResult, Verdict, call_key
 from sp4rk.agent.hitl import HITLToolDecision
+from sp4rk.agent.taint import escalation
 from sp4rk.agent.types import ExitReason, NudgeKind, Step
 from sp4rk.llm.types import ChatResponse, ToolCall
-from sp4rk.tools.base import PARSE_ERROR_PREFIX, ToolResult
+from sp4rk.tools.base import PARSE_ERROR_PREFIX, ToolPolicy, ToolResult, ToolReview
 from sp4rk.tools.builtins.finish import FINISH_TOOL_NAME, parse_finish_answer
 
 
@@ -159,7 +161,11 @@ async def _finish_parse_error(
 async def _approve(
     run: RunScope, call: ToolCall, idx: int, last: bool, reply: Reply
 ) -> _Approved | _Deferred | EndRun:
-    """Announce the call, check it is not a repeat, and ask the HITL handler."""
+    """Announce the call, check it is not a repeat, and ask the HITL handler if needed.
+
+    After untrusted content, a risky call needs an explicit approval whatever its policy
+    (taint-aware approvals); every decision on a call that needed one goes to the audit log.
+    """
     name, raw = call.name, call.input
     source = run.tools.source_of(name)
     run.events.tool_call(run.step, idx, _display_name(run, call), raw, source)
@@ -169,26 +175,93 @@ async def _approve(
     if verdict is not Verdict.OK:
         return await _repeat_intercept(run, call, idx, reply, verdict)
 
-    decision = await _ask_human(run, name, raw) if run.asks_tool_calls else None
+    tainted = run.state.taint.active_at(run.step) and run.settings.taint_policy.enabled
+    review = run.tools.review(run.tool_ctx, name, raw) if run.asks_tool_calls or tainted else None
+    taint_reason = ""
+    if tainted:
+        taint_reason = escalation(
+            run.settings.taint_policy,
+            run.state.taint,
+            run.step,
+            run.tools.traits(name),
+            review,
+            raw,
+            run.ctx.workspace,
+        )
+    needs_approval = bool(taint_reason) or (
+        review is not None and review.policy is ToolPolicy.USER_CONFIRM
+    )
+    decision = None
+    if run.asks_tool_calls or taint_reason:
+        decision = await _ask_human(run, name, raw, review, taint_reason)
     if decision is None:
+        if taint_reason:  # nobody approved a call that needs it after untrusted content
+            _audit(run, call, raw, "refused", None, taint_reason)
+            observation = nudges.not_approved(name, taint_reason)
+            return await _refuse(run, call, idx, last, reply, observation)
+        if needs_approval and review is not None:
+            _audit(run, call, raw, "refused", None, review.reason or "its policy")
         return _Approved(call, idx, key, source, raw, approved=False)
+    why = taint_reason or (review.reason if review is not None and review.reason else "")
+    why = why or ("its policy" if needs_approval else "the human's own review")
     if not decision.allow:
-        observation = f"[Tool call rejected: {decision.reason or 'rejected by user'}]"
-        if last:
-            observation = _join(observation, await verification_note(run))
-        run.events.tool_result(run.step, idx, len(observation), observation, True)
-        step = reply.step(first=idx == 0, action=call, observation=observation, is_error=True)
-        return _Deferred(step, REJECTED)
-    return _Approved(call, idx, key, source, decision.modified_input or raw, approved=True)
+        _audit(run, call, raw, "rejected", decision, why)
+        reason = decision.reason or "rejected by user"
+        return await _refuse(run, call, idx, last, reply, f"[Tool call rejected: {reason}]")
+    ran = decision.modified_input or raw
+    if needs_approval or ran != raw:  # a decision that let something run or changed it
+        _audit(run, call, ran, "modified" if ran != raw else "approved", decision, why)
+    return _Approved(call, idx, key, source, ran, approved=True)
 
 
-async def _ask_human(run: RunScope, name: str, raw: str) -> HITLToolDecision | None:
-    """``on_tool_call``, with the call's policy and any judge's reason on the context."""
-    review = run.tools.review(run.tool_ctx, name, raw)
+async def _refuse(
+    run: RunScope, call: ToolCall, idx: int, last: bool, reply: Reply, observation: str
+) -> _Deferred:
+    """A call that does not run: its error observation (closing a pending verification)."""
+    if last:
+        observation = _join(observation, await verification_note(run))
+    run.events.tool_result(run.step, idx, len(observation), observation, True)
+    step = reply.step(first=idx == 0, action=call, observation=observation, is_error=True)
+    return _Deferred(step, REJECTED)
+
+
+async def _ask_human(
+    run: RunScope, name: str, raw: str, review: ToolReview | None, taint_reason: str
+) -> HITLToolDecision | None:
+    """``on_tool_call``, with the call's policy and why it needs approval on the context."""
     ctx = run.ctx
-    if review is not None:
+    if taint_reason:
+        ctx = ctx.replace(tool_policy=ToolPolicy.USER_CONFIRM, tool_review=taint_reason)
+    elif review is not None:
         ctx = ctx.replace(tool_policy=review.policy, tool_review=review.reason)
     return await run.settings.hitl.on_tool_call(ctx, name, raw)
+
+
+def _audit(
+    run: RunScope,
+    call: ToolCall,
+    arguments: str,
+    decision: Decision,
+    by: HITLToolDecision | None,
+    reason: str,
+) -> None:
+    """Append one approval decision to the audit log (if the host keeps one)."""
+    log = run.settings.audit_log
+    run.log.debug("approval %s for %s at step %d: %s", decision, call.name, run.step, reason)
+    if log is None:
+        return
+    log.record(
+        AuditEntry.now(
+            step=run.step,
+            tool=call.name,
+            call_id=call.id,
+            arguments=arguments,
+            decision=decision,
+            decided_by="policy" if by is None else f"hitl:{type(run.settings.hitl).__name__}",
+            reason=reason,
+            plan_step_id=run.settings.plan_step_id,
+        )
+    )
 
 
 async def _execute(run: RunScope, a: _Approved) -> ToolResult:
@@ -229,6 +302,9 @@ async def _complete(
     step = reply.step(first=a.idx == 0, action=a.call, observation=observation, is_error=is_error)
     step.is_untrusted = run.tools.is_untrusted(name)
     step.cache_hash = cache_hash
+    if step.is_untrusted and name not in run.settings.taint_policy.trusted_tools:
+        where = name if a.source in ("", "core") else f"MCP server {a.source!r} ({name})"
+        run.state.taint.observe(where, run.step)
     extras = _pre_compaction_warning(run, observation) if last else ""
     step.observation += extras + checklist.batching_suffix(run, step)
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from sp4rk._internal import safejson
 from sp4rk.tools.base import ToolPolicy, ToolResult, ToolTraits
 from sp4rk.tools.context import RunContext
 
@@ -56,11 +56,10 @@ def parse_finish_answer(raw: str) -> str:
             object with a string ``answer``.
     """
     try:
-        data = json.loads(raw) if raw.strip() else None
-    except json.JSONDecodeError as exc:
+        data = safejson.loads(raw) if raw.strip() else None
+    except ValueError as exc:
         raise ValueError(
-            f'failed to parse input: finish needs JSON like {{"answer": "..."}} '
-            f"({exc.msg} at position {exc.pos})"
+            f'failed to parse input: finish needs JSON like {{"answer": "..."}} ({exc})'
         ) from None
     if not isinstance(data, dict) or not isinstance(data.get("answer"), str):
         raise ValueError(

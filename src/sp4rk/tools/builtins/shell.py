@@ -29,7 +29,7 @@ from typing import Any
 from sp4rk._internal.proc import ProcessOutcome, allowlisted_environment, run_process
 from sp4rk.tools.base import Tool, ToolError, ToolResult
 from sp4rk.tools.builtins.paths import Confinement
-from sp4rk.tools.builtins.shell_rules import judge_command
+from sp4rk.tools.builtins.shell_rules import ShellVerdict, judge_command
 from sp4rk.tools.context import RunContext
 from sp4rk.tools.function import FunctionTool
 
@@ -51,10 +51,15 @@ class ShellTool(FunctionTool[..., Awaitable[ToolResult]]):
     """``bash_exec``: a function tool whose calls are judged by the shell rule set."""
 
     def __init__(
-        self, fn: Callable[..., Awaitable[ToolResult]], *, verdict: Callable[[RunContext, Any], str]
+        self,
+        fn: Callable[..., Awaitable[ToolResult]],
+        *,
+        verdict: Callable[[RunContext, Any], str],
+        assess: Callable[[RunContext, Any], str],
     ) -> None:
         super().__init__(fn, name="bash_exec", untrusted=True)
         self._verdict = verdict
+        self._assess = assess
 
     def judge(self, ctx: RunContext, input: str) -> str:
         """Why the command in ``input`` needs a human's confirmation; ``""`` when it does not.
@@ -62,11 +67,21 @@ class ShellTool(FunctionTool[..., Awaitable[ToolResult]]):
         Input the tool would refuse anyway (unparseable, no command, a working directory
         outside the workspace) is not flagged: the call fails without running.
         """
-        try:
-            args = json.loads(input)
-        except json.JSONDecodeError:
-            return ""
-        return self._verdict(ctx, args) if isinstance(args, dict) else ""
+        args = _arguments(input)
+        return self._verdict(ctx, args) if args is not None else ""
+
+    def risk(self, ctx: RunContext, input: str) -> str:
+        """What the rule set finds in the command, whether or not it asks for approval."""
+        args = _arguments(input)
+        return self._assess(ctx, args) if args is not None else ""
+
+
+def _arguments(input: str) -> dict[str, Any] | None:
+    try:
+        args = json.loads(input)
+    except ValueError:
+        return None
+    return args if isinstance(args, dict) else None
 
 
 def shell_tools(
@@ -87,17 +102,25 @@ def shell_tools(
     """
     shell = shutil.which("bash") or "/bin/sh"
 
-    def verdict(ctx: RunContext, args: Mapping[str, Any]) -> str:
+    def assess(ctx: RunContext, args: Mapping[str, Any]) -> ShellVerdict | None:
         command, where = args.get("command"), args.get("working_directory") or "."
-        if not confirm_risky or not isinstance(command, str) or not isinstance(where, str):
-            return ""
+        if not isinstance(command, str) or not isinstance(where, str):
+            return None
         try:
             roots = fs.roots(ctx)
             cwd = fs.resolve(ctx, where)
         except ToolError:
-            return ""
+            return None
         environment = child_environment(str(cwd.path), env)
-        return judge_command(command, roots=roots, cwd=cwd.path, env=environment).reason
+        return judge_command(command, roots=roots, cwd=cwd.path, env=environment)
+
+    def verdict(ctx: RunContext, args: Mapping[str, Any]) -> str:
+        found = assess(ctx, args) if confirm_risky else None
+        return found.reason if found is not None else ""
+
+    def risk(ctx: RunContext, args: Mapping[str, Any]) -> str:
+        found = assess(ctx, args)
+        return found.risk if found is not None else ""
 
     async def bash_exec(
         ctx: RunContext, command: str, timeout: float = DEFAULT_TIMEOUT, working_directory: str = ""
@@ -147,7 +170,7 @@ def shell_tools(
         )
         return format_outcome(outcome, limit)
 
-    return [ShellTool(bash_exec, verdict=verdict)]
+    return [ShellTool(bash_exec, verdict=verdict, assess=risk)]
 
 
 def format_outcome(outcome: ProcessOutcome, limit: float) -> ToolResult:

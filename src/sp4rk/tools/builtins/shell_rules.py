@@ -113,6 +113,16 @@ SYSTEM_PROGRAMS = frozenset(
         "swapoff", "hostname", "timedatectl", "update-alternatives", "ldconfig",
     }
 )  # fmt: skip
+#: Programs that delete, move or rewrite files (inside the workspace too).
+FILE_CHANGING_PROGRAMS = frozenset(
+    {"rm", "rmdir", "unlink", "shred", "truncate", "mv", "cp", "ln", "install", "chmod",
+     "chown", "chgrp", "touch", "mkdir", "tee", "patch", "tar", "unzip"}
+)  # fmt: skip
+#: Subcommands that rewrite or delete files in a working tree.
+FILE_CHANGING_SUBCOMMANDS: dict[str, frozenset[str]] = {
+    "git": frozenset({"reset", "clean", "checkout", "restore", "rm", "mv", "apply", "am",
+                      "merge", "rebase", "stash", "switch", "pull", "commit"}),
+}  # fmt: skip
 #: Paths outside the roots that are still harmless to name.
 HARMLESS_PATHS = frozenset(
     {
@@ -154,11 +164,19 @@ class ShellVerdict:
 
     needs_confirmation: bool
     reasons: tuple[str, ...] = ()
+    changes: tuple[str, ...] = ()
+    """How the command changes files inside the workspace (allowed without approval, but a
+    risk after untrusted content)."""
 
     @property
     def reason(self) -> str:
         """The reasons joined for a message (``""`` when none)."""
         return "; ".join(self.reasons)
+
+    @property
+    def risk(self) -> str:
+        """Everything that matters after untrusted content: the reasons, then the changes."""
+        return "; ".join((*self.reasons, *self.changes))
 
 
 class _Unknown(Exception):
@@ -172,6 +190,7 @@ class _Judge:
     home: Path
     env: Mapping[str, str]
     reasons: list[str] = field(default_factory=list)
+    changes: list[str] = field(default_factory=list)
     assigned: set[str] = field(default_factory=set)
     repeats: bool = False
     climbs: bool = False
@@ -179,6 +198,10 @@ class _Judge:
     def flag(self, reason: str) -> None:
         if reason not in self.reasons:
             self.reasons.append(reason)
+
+    def note_change(self, reason: str) -> None:
+        if reason not in self.changes:
+            self.changes.append(reason)
 
     def command_line(self, command: str, depth: int) -> None:
         if depth > _MAX_DEPTH:
@@ -194,6 +217,8 @@ class _Judge:
             return
         if "function" in tokens or "()" in tokens or _adjacent(tokens, "(", ")"):
             self.repeats = True
+        if any(">" in t and all(c in ";&|()<>\n" for c in t) for t in tokens):
+            self.note_change("it writes files through a redirection")
         for words, redirects in _simple_commands(tokens):
             for target in redirects:
                 self.path(target)
@@ -238,6 +263,16 @@ class _Judge:
             sub = _subcommand(program, args)
             if sub in NETWORK_SUBCOMMANDS[program]:
                 self.flag(f"{program} {sub} may reach the network".replace("  ", " "))
+        if program in FILE_CHANGING_PROGRAMS:
+            self.note_change(f"{program} changes files")
+        elif program in FILE_CHANGING_SUBCOMMANDS:
+            sub = _subcommand(program, args)
+            if sub in FILE_CHANGING_SUBCOMMANDS[program]:
+                self.note_change(f"{program} {sub} changes files")
+        elif program in ("sed", "perl") and any(a.startswith(("-i", "--in-place")) for a in args):
+            self.note_change(f"{program} -i rewrites files")
+        elif program == "find" and any(a in ("-delete", "-exec", "-execdir") for a in args):
+            self.note_change("find may delete or change files")
         if program in SYSTEM_PROGRAMS or program.startswith("mkfs."):
             self.flag(f"{program} changes the system outside the workspace")
         if program == "eval":
@@ -423,7 +458,7 @@ def judge_command(
     judge.command_line(command, 0)
     if judge.repeats and judge.climbs:
         judge.flag("it runs cd .. inside a loop or function, which the rules cannot follow")
-    return ShellVerdict(bool(judge.reasons), tuple(judge.reasons))
+    return ShellVerdict(bool(judge.reasons), tuple(judge.reasons), tuple(judge.changes))
 
 
 def _tokenize(command: str) -> list[str]:
