@@ -27,6 +27,7 @@ from sp4rk.agent.events import Events, NoopEvents, RecordingEvents
 from sp4rk.agent.executor import Executor
 from sp4rk.agent.gates import Gates
 from sp4rk.agent.hitl import HITLHandler, HITLToolDecision, NoopHITLHandler, StepLimitResponse
+from sp4rk.agent.journal import RunJournal, interrupted_steps
 from sp4rk.agent.protocols import (
     CompactionStrategy,
     ContextManager,
@@ -102,6 +103,7 @@ __all__ = [
     "NudgeKind",
     "RecordingEvents",
     "RunContext",
+    "RunJournal",
     "RunState",
     "Step",
     "StepBudget",
@@ -127,6 +129,7 @@ __all__ = [
     "default_tool_result_budget",
     "default_tool_truncation_config",
     "format_verify_note",
+    "interrupted_steps",
     "load_checkpoint",
     "new_finish_tool",
     "run_sub_agent",

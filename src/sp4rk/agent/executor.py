@@ -30,6 +30,7 @@ from sp4rk.agent.config import (
 )
 from sp4rk.agent.events import Events, check_events
 from sp4rk.agent.hitl import HITLHandler, check_hitl_handler
+from sp4rk.agent.journal import RunJournal
 from sp4rk.agent.protocols import ContextManager, LLMCaller, ToolExecutor
 from sp4rk.agent.state import RunState
 from sp4rk.agent.taint import TaintPolicy
@@ -225,6 +226,16 @@ class Executor:
             raise TypeError(f"an audit log needs a record(entry) method, got {log!r}")
         self._settings.audit_log = log
 
+    def set_journal(self, journal: RunJournal | None) -> None:
+        """Report every completed step, the run state and each call's start to ``journal``.
+
+        A crash-safe store uses it to commit each boundary and to know which calls were in
+        flight (see :mod:`sp4rk.agent.journal`); its exceptions stop the run.
+        """
+        if journal is not None and not isinstance(journal, RunJournal):
+            raise TypeError(f"a journal needs the RunJournal methods, got {journal!r}")
+        self._settings.journal = journal
+
     def set_pause_checker(self, checker: PauseChecker | None) -> None:
         """``fn(ctx) -> bool`` checked at every step boundary; ``True`` pauses the run."""
         self._settings.pause_checker = checker
@@ -285,6 +296,11 @@ class Executor:
         except BaseException:
             run.trajectory.commit()  # calls that completed before the failure stay
             run.save_interjection()
+            if run.journal is not None:
+                try:
+                    run.journal.on_boundary(run.trajectory.unjournaled(), state)
+                except Exception:  # the run's own exception is the one to report
+                    run.log.exception("the journal failed to record the failed run's end")
             raise
         finally:
             self._response_groups = state.response_groups

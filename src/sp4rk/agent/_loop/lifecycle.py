@@ -19,8 +19,8 @@ from sp4rk.llm.types import ChatResponse
 async def run_loop(run: RunScope) -> ExecutorResult:
     """Iterate Thought → Action → Observation until the run finishes, pauses or is stopped."""
     while True:
-        # Trajectory sync
-        run.sync_trajectory()
+        # Trajectory sync (and the journal's commit: nothing completed is lost from here on)
+        run.at_boundary()
         # Step-limit boundary
         if (stopped := await step_limit_reached(run)) is not None:
             return run.result(stopped.output, stopped.exit_reason, finished=False)

@@ -159,6 +159,22 @@ def not_approved(tool: str, reason: str) -> str:
     )
 
 
+def interrupted_call(tool: str) -> str:
+    """A call that was running when the process died: its effects are unknown."""
+    return (
+        f"Interrupted: the run stopped while this {tool} call was running, so its outcome is "
+        "unknown. It may or may not have taken effect: check the current state before "
+        "repeating it."
+    )
+
+
+def not_run_after_interruption(tool: str) -> str:
+    """A call of the same response that never started before the process died."""
+    return (
+        f"Not executed: the run stopped before this {tool} call started. Call it again if needed."
+    )
+
+
 # --- finish gates ------------------------------------------------------------------------
 
 FINISH_REJECTED = "Finish rejected: {reason}"

@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sp4rk.agent._loop.toolbox import ToolBox
-from sp4rk.agent.gates import Gates
+from sp4rk.agent.journal import RunJournal
 from sp4rk.agent.protocols import ContextManager
+from sp4rk.agent.state import RunState
 from sp4rk.agent.types import NudgeKind, Step
 from sp4rk.llm.tokens import TokenCounter
 
@@ -19,15 +20,22 @@ from sp4rk.llm.tokens import TokenCounter
 class Recorder:
     """Appends steps to the trajectory and the context manager, in order."""
 
-    __slots__ = ("_cw", "_gates", "_tools", "pending", "steps")
+    __slots__ = ("_cw", "_journal", "_journaled", "_state", "_tools", "pending", "steps")
 
     def __init__(
-        self, cw: ContextManager, gates: Gates, tools: ToolBox, resumed: Sequence[Step]
+        self,
+        cw: ContextManager,
+        state: RunState,
+        tools: ToolBox,
+        resumed: Sequence[Step],
+        journal: RunJournal | None,
     ) -> None:
         self._cw = cw
-        self._gates = gates
+        self._state = state
         self._tools = tools
+        self._journal = journal
         self.steps: list[Step] = list(resumed)
+        self._journaled = len(self.steps)
         """The trajectory so far (committed steps)."""
         self.pending: list[Step] = []
         """Steps of the response being processed, not yet in the context."""
@@ -35,7 +43,15 @@ class Recorder:
     def record(self, step: Step) -> None:
         """Add a step of the current response (committed when the response is done)."""
         self.pending.append(step)
-        self._gates.observe(step, self._tools.traits(step.tool_name))
+        self._state.gates.observe(step, self._tools.traits(step.tool_name))
+        if self._journal is not None and step.action is not None:
+            self._journal.on_call_step(self._state.iteration + 1, step)
+
+    def unjournaled(self) -> list[Step]:
+        """Committed steps the journal has not been given yet (and mark them given)."""
+        new = self.steps[self._journaled :]
+        self._journaled = len(self.steps)
+        return new
 
     def commit(self) -> None:
         """Append the current response's steps to the trajectory and the context manager."""

@@ -86,7 +86,8 @@ class RunScope:
                 else RunState(response_groups=first_group)
             )
         self.state = state
-        self.trajectory = Recorder(cw, state.gates, self.tools, resumed)
+        self.journal = settings.journal
+        self.trajectory = Recorder(cw, state, self.tools, resumed, self.journal)
         self.checklist_offered = CHECKLIST_TOOL in self.tools.task_tool_names
         # Capabilities, decided once: runtime protocol checks are slow on the hot path.
         self.streams = isinstance(self.llm, StreamingLLMCaller)
@@ -116,10 +117,18 @@ class RunScope:
         if store is not None:
             store.sync(list(self.trajectory.steps))
 
+    def at_boundary(self) -> None:
+        """A step boundary: sync the trajectory store and commit to the journal (if any)."""
+        self.sync_trajectory()
+        if self.journal is not None:
+            self.journal.on_boundary(self.trajectory.unjournaled(), self.state)
+
     def result(self, output: str, exit_reason: ExitReason, *, finished: bool) -> ExecutorResult:
         """The run's result; commits pending steps first."""
         self.trajectory.commit()
         self.save_interjection()
+        if self.journal is not None:
+            self.journal.on_boundary(self.trajectory.unjournaled(), self.state)
         return ExecutorResult(
             output=output,
             steps=list(self.trajectory.steps),

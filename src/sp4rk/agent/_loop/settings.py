@@ -10,6 +10,7 @@ from sp4rk.agent.audit import AuditLog
 from sp4rk.agent.config import CircuitBreakerConfig, ToolResultBudget
 from sp4rk.agent.events import Events
 from sp4rk.agent.hitl import HITLHandler
+from sp4rk.agent.journal import RunJournal
 from sp4rk.agent.taint import TaintPolicy
 from sp4rk.agent.types import Step
 from sp4rk.agent.verify import EditVerifyRunner
@@ -60,3 +61,4 @@ class ExecutorSettings:
     verify_max_chars: int = 0
     taint_policy: TaintPolicy = field(default_factory=TaintPolicy)
     audit_log: AuditLog | None = None
+    journal: RunJournal | None = None

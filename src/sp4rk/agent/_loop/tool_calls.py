@@ -49,6 +49,8 @@ async def run_tool_calls(run: RunScope, response: ChatResponse) -> StepOutcome:
     run.state.breakers.truncation.on_complete_response()
     calls = response.message.tool_calls
     reply = Reply.of(response, run.state.next_response_group())
+    if run.journal is not None:
+        run.journal.on_response(run.step, response)
     intercepted = False
     idx = 0
     while idx < len(calls):
@@ -265,6 +267,8 @@ def _audit(
 
 
 async def _execute(run: RunScope, a: _Approved) -> ToolResult:
+    if run.journal is not None:
+        run.journal.on_call_start(run.step, a.call)
     ctx = run.tool_ctx.replace(tool_call_approved=True) if a.approved else run.tool_ctx
     return await run.tools.execute(ctx, a.call.name, a.exec_input)
 
