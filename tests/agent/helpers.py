@@ -33,7 +33,7 @@ def echo_tools(calls: list[tuple[str, str]] | None = None) -> Registry:
     """
     log = calls if calls is not None else []
 
-    @tool
+    @tool(read_only=True)
     def search(q: str) -> str:
         """Search for q."""
         log.append(("search", q))

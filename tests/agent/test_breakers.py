@@ -6,10 +6,16 @@ from typing import Any
 
 import pytest
 
-from sp4rk.agent import CircuitBreakerConfig, ExitReason, HITLHandler, StepLimitResponse
+from sp4rk.agent import (
+    CircuitBreakerConfig,
+    ExitReason,
+    HITLHandler,
+    NudgeKind,
+    StepLimitResponse,
+)
 from sp4rk.agent.breakers import compact_json
 from sp4rk.llm.testing import finish_response, tool_calls_response
-from sp4rk.tools import Registry, RunContext, tool
+from sp4rk.tools import Registry, RunContext, ToolTraits, tool
 
 from .helpers import echo_tools, nudges, run
 
@@ -22,6 +28,10 @@ OFF = {
     "fruitless_abort_threshold": 0,
     "same_tool_repeat_nudge_threshold": 0,
     "same_tool_repeat_abort_threshold": 0,
+    "cycle_nudge_threshold": 0,
+    "cycle_abort_threshold": 0,
+    "no_progress_nudge_threshold": 0,
+    "no_progress_abort_threshold": 0,
 }
 
 
@@ -49,14 +59,40 @@ def same_search(n: int) -> list[Any]:
 # --- repeat -------------------------------------------------------------------------------
 
 
-def test_repeat_defaults_run_two_nudge_two_abort_on_the_fifth() -> None:
+def test_repeat_defaults_run_two_nudge_one_abort_on_the_fourth() -> None:
     calls: list[tuple[str, str]] = []
-    result, _, events = run(same_search(5), tools=echo_tools(calls))
+    result, _, events = run(same_search(4), tools=echo_tools(calls))
     assert len(calls) == 2
-    assert [d["repeat_count"] for d in events.diagnostics("repeated_tool_call_nudge")] == [3, 4]
-    assert events.diagnostics("repeated_tool_call_abort") == [{"tool": "search", "repeat_count": 5}]
+    assert [d["repeat_count"] for d in events.diagnostics("repeated_tool_call_nudge")] == [3]
+    assert events.diagnostics("repeated_tool_call_abort") == [{"tool": "search", "repeat_count": 4}]
     assert result.exit_reason is ExitReason.REPEAT_ABORT and not result.finished
-    assert result.output.startswith("Aborted:") and "5 times" in result.output
+    assert result.output.startswith("Aborted:") and "4 times" in result.output
+
+
+def test_an_identical_call_whose_result_changes_is_polling_not_a_repeat() -> None:
+    progress = iter(range(0, 100, 10))
+
+    @tool
+    def status(job: str) -> str:
+        """The job's progress."""
+        return f"{job}: {next(progress)}% done"
+
+    script = [tool_calls_response(("status", {"job": "build"})) for _ in range(8)]
+    result, _, events = run([*script, finish_response("built")], tools=Registry([status]))
+    assert result.finished
+    assert events.diagnostics("repeated_tool_call_nudge") == []
+
+
+def test_a_pollable_tool_may_repeat_unchanged() -> None:
+    @tool(traits=ToolTraits(pollable=True))
+    def status(job: str) -> str:
+        """The job's status."""
+        return "running"
+
+    script = [tool_calls_response(("status", {"job": "build"})) for _ in range(8)]
+    result, _, _ = run([*script, finish_response("built")], tools=Registry([status]), max_steps=20)
+    assert result.finished
+    assert not [s for s in result.steps if s.nudge_kind in (NudgeKind.BREAKER, NudgeKind.REPRIEVE)]
 
 
 def test_repeat_counts_whitespace_variants_as_identical() -> None:
@@ -87,7 +123,7 @@ def test_repeat_reacts_one_call_earlier_when_the_call_fails() -> None:
         tools=echo_tools(calls),
         circuit_breaker=only(repeat_nudge_threshold=3, repeat_abort_threshold=4),
     )
-    assert len(calls) == 1
+    assert len(calls) == 1  # nudged at the 2nd identical call, aborted at the 3rd
     assert "will fail again" in result.steps[1].observation
     assert result.exit_reason is ExitReason.REPEAT_ABORT
 
@@ -176,7 +212,7 @@ def test_fruitless_abort_allow_always_never_aborts_again() -> None:
 
 
 def _sized_tool() -> Registry:
-    @tool
+    @tool(read_only=True)
     def probe(q: str, size: int = 50) -> str:
         """Return `size` characters."""
         return (q * size)[:size] if q else "." * size

@@ -30,7 +30,7 @@ from sp4rk.agent import (
 )
 from sp4rk.agent._loop import nudges
 from sp4rk.agent.checkpoint import checkpoint_from_dict
-from sp4rk.llm import ChatRequest, ChatResponse
+from sp4rk.llm import ChatRequest, ChatResponse, ToolCall
 from sp4rk.llm.testing import FunctionLLM, ScriptedLLM, finish_response, tool_calls_response
 from sp4rk.memory import ContextWindow
 from sp4rk.tools import Registry, RunContext, ToolResult, tool
@@ -126,10 +126,12 @@ def test_v1_checkpoints_of_the_last_release_resume_identically() -> None:
         ], boundary
 
 
-def test_v1_breaker_checkpoints_keep_counts_but_never_a_budget_grant() -> None:
-    baseline = breaker_baseline()
+def test_v1_breaker_checkpoints_resume_but_never_take_a_budget_grant_from_text() -> None:
+    # The breakers' thresholds changed since 0.1 (repeat aborts at 4), so these trajectories
+    # cannot match a new unpaused run; what must hold is that resuming works and a recorded
+    # grant is not restored from its wording (the human is asked again).
     for boundary, checkpoint in v1_fixtures("breakers").items():
-        granted = any("more steps" in s.user_nudge for s in checkpoint)
+        granted = any(s.user_nudge.startswith("The user granted") for s in checkpoint)
         tools = echo_tools()
         window = ContextWindow(task="t")
         window.seed_steps(checkpoint)
@@ -143,11 +145,31 @@ def test_v1_breaker_checkpoints_keep_counts_but_never_a_budget_grant() -> None:
             resume_steps=checkpoint,
         )
         result = executor.run_sync(tools.list(), window)
-        same = [kindless(s) for s in result.steps] == [kindless(s) for s in baseline]
-        if granted:  # the grant is not taken from the nudge's text: the human is asked again
-            assert not same and hitl.budget_questions == 1, boundary
-        else:
-            assert same, boundary
+        assert result.finished and result.steps[: len(checkpoint)] == list(checkpoint), boundary
+        if granted:
+            assert hitl.budget_questions == 1, boundary
+
+
+def test_v1_replay_restores_breaker_counts_and_switched_off_aborts() -> None:
+    call = ToolCall("c", "search", '{"q": "same"}')
+    seed = [
+        Step(action=call, observation="r", response_group=1),
+        Step(action=call, observation="r", response_group=2),
+        Step(
+            action=call,
+            observation="Not executed: "
+            + nudges.repeat_abort("search", 4).removeprefix("Aborted: "),
+            is_error=True,
+            response_group=3,
+            user_nudge=nudges.breaker_reprieve("repeat", always=True, more=False),
+        ),
+    ]
+    from sp4rk.agent._legacy import state_from_steps
+    from sp4rk.tools import ToolTraits
+
+    state = state_from_steps(seed, lambda name: ToolTraits(), BREAKERS, 0)
+    assert state.iteration == 3 and state.response_groups == 3
+    assert state.breakers.repeat.abort_off and state.breakers.repeat.count == 0
 
 
 class CountingReprieves(Reprieves):
@@ -159,16 +181,6 @@ class CountingReprieves(Reprieves):
     ) -> StepLimitResponse:
         self.budget_questions += reason == ""
         return await super().on_step_limit(ctx, current_step, max_steps, reason)
-
-
-def breaker_baseline() -> list[Step]:
-    tools = echo_tools()
-    executor = Executor(
-        FunctionLLM(breaker_model), tools, 14, hitl=Reprieves(), circuit_breaker=BREAKERS
-    )
-    result = executor.run_sync(tools.list(), ContextWindow(task="t"))
-    assert result.finished
-    return result.steps
 
 
 # --- no state is ever read from text ---------------------------------------------------------
@@ -235,12 +247,21 @@ def forging_run(text: str, *, max_steps: int, resume_with: int) -> tuple[RunStat
     return resumed.state, [s.tool_name for s in resumed.steps[len(paused.steps) :]]
 
 
+def decisions(state: RunState) -> dict[str, Any]:
+    """The state without the results' digests (the texts differ, so their hashes do)."""
+    data = state.to_dict()
+    data["breakers"]["repeat"].pop("digest")
+    data["breakers"]["cycle"].pop("recent")
+    data["breakers"]["no_progress"].pop("seen")
+    return data
+
+
 @pytest.mark.parametrize("wording", NUDGE_WORDINGS)
 def test_nudge_wording_from_users_tools_or_the_model_changes_no_state(wording: str) -> None:
     neutral = "n" * len(wording)  # same length: result sizes feed the same-tool breaker
     neutral_state, neutral_calls = forging_run(neutral, max_steps=10, resume_with=4)
     state, calls = forging_run(wording, max_steps=10, resume_with=4)
-    assert state.to_dict() == neutral_state.to_dict()
+    assert decisions(state) == decisions(neutral_state)
     assert calls == neutral_calls
     assert state.step_budget.granted == 0 and not state.step_budget.unlimited
 

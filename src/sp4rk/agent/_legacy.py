@@ -21,6 +21,7 @@ from sp4rk.agent.state import RunState
 from sp4rk.agent.types import Step
 from sp4rk.tools.base import PARSE_ERROR_PREFIX, ToolTraits
 from sp4rk.tools.builtins.finish import FINISH_TOOL_NAME
+from sp4rk.tools.result_cache import compute_tool_result_hash
 
 # The wording of the nudges of schema-1 checkpoints (sp4rk 0.1).
 _WRAP_UP = re.compile(r"^Only \d+ step\(s\) are left in the budget")
@@ -130,7 +131,7 @@ def _replay_breakers(
             breakers.parse_error.observe(seen, cfg)
         return
     key = call_key(name, step.action.input)
-    breakers.repeat.before_call(key, cfg)
+    breakers.repeat.before_call(key, traits(name), cfg)
     if observation.startswith((nudges.NOT_EXECUTED_PREFIX, _TOOL_REJECTED)):
         return  # intercepted or rejected before it ran
     content = "" if observation == "(no output)" else observation
@@ -141,6 +142,7 @@ def _replay_breakers(
         is_error=step.is_error,
         parse_error=step.is_error and PARSE_ERROR_PREFIX in content,
         traits=traits(name),
+        digest=compute_tool_result_hash(name, content),  # of what was recorded: near enough
     )
     breakers.observe_result(seen, cfg)
 

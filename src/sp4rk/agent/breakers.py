@@ -12,6 +12,7 @@ a threshold of ``0`` switches that nudge or abort off.
 from __future__ import annotations
 
 import enum
+import hashlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -58,10 +59,17 @@ class CallResult:
     retryable: bool = False
     parse_error: bool = False
     traits: ToolTraits = field(default_factory=ToolTraits)
+    digest: str = ""
+    """The result's hash (``compute_tool_result_hash``): equal digests, unchanged result."""
 
 
 def _tripped(threshold: int, count: int) -> bool:
     return threshold > 0 and count >= threshold
+
+
+def _sooner(threshold: int, by: int) -> int:
+    """``threshold`` lowered by ``by`` but not below 1 (``0`` stays off)."""
+    return max(1, threshold - by) if threshold > 0 else 0
 
 
 @dataclass(slots=True, kw_only=True)
@@ -130,28 +138,39 @@ def call_key(name: str, raw_input: str) -> str:
 
 @dataclass(slots=True, kw_only=True)
 class RepeatBreaker(Breaker):
-    """The same call with the same arguments, again and again: it is not run again."""
+    """The same call with the same arguments, again and again: it is not run again.
+
+    It reacts one call sooner when the identical call failed (it will fail again). A call
+    whose result changed since its last run (a status being polled) starts a fresh count,
+    and so does the retry of a failure the tool marked retryable.
+    """
 
     name: ClassVar[str] = "repeat"
     key: str = ""
     last_failed: bool = False
-    """The last run of ``key`` failed: an identical retry will fail too, so react sooner."""
+    """The last run of ``key`` failed: an identical retry will fail too."""
+    digest: str = ""
+    """The result of the last run of ``key``."""
     forgiven: int = 0
     """Consecutive retries let through because the failure was marked retryable."""
 
-    def before_call(self, key: str, cfg: CircuitBreakerConfig) -> Verdict:
+    def before_call(self, key: str, traits: ToolTraits, cfg: CircuitBreakerConfig) -> Verdict:
         """Count a call about to run; nudge or abort once it repeats too often."""
+        if traits.pollable:
+            return Verdict.OK  # calling it again is how a pollable tool is used
         if key == self.key:
             self.count += 1
         else:
-            self.key, self.count, self.last_failed, self.forgiven = key, 1, False, 0
+            self.key, self.count, self.forgiven = key, 1, 0
+            self.last_failed = False
+            self.digest = ""
         nudge_at, abort_at = cfg.repeat_nudge_threshold, cfg.repeat_abort_threshold
         if self.last_failed:
-            nudge_at, abort_at = (max(1, t - 1) if t > 0 else 0 for t in (nudge_at, abort_at))
+            nudge_at, abort_at = _sooner(nudge_at, 1), _sooner(abort_at, 1)
         return self._judge(nudge_at, abort_at, one_shot=False)
 
     def after_call(self, result: CallResult) -> None:
-        """Remember how the call went; a retryable failure makes its retry a fresh call."""
+        """Remember how the call went; a changed result or a retryable failure is progress."""
         if result.key != self.key:
             return
         if result.retryable and self.forgiven < MAX_FORGIVEN_RETRIES:
@@ -159,6 +178,9 @@ class RepeatBreaker(Breaker):
             self.count = 0  # the next identical call is a legitimate retry, not a repeat
             self.last_failed = False
             return
+        if self.digest and result.digest != self.digest:
+            self.count = 1  # polling: the result moved, so this call starts a new streak
+        self.digest = result.digest
         self.last_failed = result.is_error
 
     def trip(self, tool: str) -> Trip:  # noqa: D102
@@ -290,7 +312,12 @@ class FruitlessBreaker(Breaker):
 
 @dataclass(slots=True, kw_only=True)
 class SameToolBreaker(Breaker):
-    """One tool called with ever-different arguments while its results stay the same size."""
+    """One tool called with ever-different arguments while its results stay the same size.
+
+    It counts calls of read-only tools, failures, and results that found nothing; a tool
+    with side effects that answers with something (``{"id": 7}``) succeeded, as in a bulk
+    insert, and resets the count.
+    """
 
     name: ClassVar[str] = "same_tool"
     tool: str = ""
@@ -299,7 +326,11 @@ class SameToolBreaker(Breaker):
     last_failed: bool = False
 
     def observe(self, result: CallResult, cfg: CircuitBreakerConfig) -> Verdict:  # noqa: D102
-        if result.traits.brief_results or result.traits.mutating:
+        acknowledgement = not (
+            result.traits.read_only or result.is_error or reports_nothing(result.content)
+        )
+        if result.traits.brief_results or result.traits.mutating or acknowledgement:
+            # A tool that may act, answering with something (an id, a row count): a success.
             self.tool, self.key, self.size, self.count, self.last_failed = "", "", 0, 0, False
             return Verdict.OK
         delta = cfg.same_tool_result_size_delta
@@ -329,6 +360,124 @@ class SameToolBreaker(Breaker):
         )
 
 
+#: Calls the cycle breaker remembers (enough for three turns of the longest cycle).
+CYCLE_MEMORY = 16
+#: Distinct (call, result) pairs the no-progress breaker remembers.
+SEEN_MEMORY = 4096
+
+
+@dataclass(slots=True, kw_only=True)
+class CycleBreaker(Breaker):
+    """A sequence of calls (A-B-A-B, A-B-C-A-B-C …) repeating with unchanged results.
+
+    Each breaker on its own sees nothing: the calls differ from one to the next. This one
+    keeps the recent (call, result) pairs and finds the shortest period, from 2 to
+    ``cycle_max_period``, that the latest calls repeat exactly. A result that changed (a file
+    edited between two reads) breaks the cycle: that is progress.
+    """
+
+    name: ClassVar[str] = "cycle"
+    recent: list[str] = field(default_factory=list)
+    """The latest (call, result) pairs, each as one string."""
+    period: int = 0
+    """The period of the cycle being repeated (``0``: none)."""
+
+    def observe(self, result: CallResult, cfg: CircuitBreakerConfig) -> Verdict:  # noqa: D102
+        if result.traits.pollable or result.retryable:
+            return Verdict.OK
+        self.recent.append(f"{result.key}\x00{result.digest}")
+        del self.recent[:-CYCLE_MEMORY]
+        self.period, self.count = _cycle(self.recent, cfg.cycle_max_period)
+        if not self.period:
+            self.nudged = False
+            return Verdict.OK
+        nudge_at = self.period * cfg.cycle_nudge_threshold
+        abort_at = nudge_at + cfg.cycle_abort_threshold if cfg.cycle_abort_threshold else 0
+        if not cfg.cycle_nudge_threshold:
+            abort_at = 0  # no nudge, no abort: the breaker is off
+        return self._judge(nudge_at, abort_at, one_shot=True)
+
+    def trip(self, tool: str) -> Trip:  # noqa: D102
+        return Trip(
+            nudges.cycle_nudge(self.period, self.count),
+            "cycle_nudge",
+            nudges.cycle_abort(self.period, self.count),
+            "cycle_abort",
+            ExitReason.CYCLE_ABORT,
+            {"period": self.period, "repeated_calls": self.count},
+        )
+
+
+def _cycle(recent: list[str], max_period: int) -> tuple[int, int]:
+    """The shortest period (2..max) the tail of ``recent`` repeats, and how many calls do.
+
+    A period counts only when it spans at least two different calls (one call repeated is the
+    repeat breaker's business) and at least one call repeats it.
+    """
+    best = (0, 0)
+    for period in range(2, max_period + 1):
+        repeated = 0
+        for i in range(len(recent) - 1, period - 1, -1):
+            if recent[i] != recent[i - period]:
+                break
+            repeated += 1
+        if repeated and len(set(recent[-period:])) > 1 and repeated > best[1]:
+            best = (period, repeated)
+    return best
+
+
+@dataclass(slots=True, kw_only=True)
+class NoProgressBreaker(Breaker):
+    """Call after call brings nothing new: each is a call that already returned that result.
+
+    Unlike the cycle breaker it needs no pattern: re-reading unchanged files and listings in
+    any order is caught too. A call with other arguments, or whose result changed, is new.
+    """
+
+    name: ClassVar[str] = "no_progress"
+    seen: list[str] = field(default_factory=list)
+    """Digests of the (call, result) pairs seen in this run, oldest first (bounded)."""
+
+    def observe(self, result: CallResult, cfg: CircuitBreakerConfig) -> Verdict:  # noqa: D102
+        if result.traits.pollable or result.retryable:
+            return Verdict.OK
+        pair = _pair_digest(result.key, result.digest)
+        if pair in self.seen:
+            self.count += 1
+        else:
+            self.count = 0
+            self.nudged = False
+            self.seen.append(pair)
+            del self.seen[:-SEEN_MEMORY]
+        return self._judge(
+            cfg.no_progress_nudge_threshold, cfg.no_progress_abort_threshold, one_shot=True
+        )
+
+    def count_unrun_repeat(self) -> None:
+        """A repeated call the repeat breaker answered instead of running brought nothing new.
+
+        It only counts: the repeat breaker speaks for that call.
+        """
+        self.count += 1
+
+    def trip(self, tool: str) -> Trip:  # noqa: D102
+        return Trip(
+            nudges.no_progress_nudge(self.count),
+            "no_progress_nudge",
+            nudges.no_progress_abort(self.count),
+            "no_progress_abort",
+            ExitReason.NO_PROGRESS_ABORT,
+            {"calls_without_progress": self.count},
+        )
+
+
+def _pair_digest(key: str, digest: str) -> str:
+    """A short stable digest of a call and its result (kept for the whole run)."""
+    return hashlib.blake2b(
+        f"{key}\x00{digest}".encode("utf-8", "replace"), digest_size=12
+    ).hexdigest()
+
+
 @dataclass(slots=True, kw_only=True)
 class BreakerSet(Serializable):
     """Every breaker of one run, and the order in which results reach them."""
@@ -338,9 +487,25 @@ class BreakerSet(Serializable):
     parse_error: ParseErrorBreaker = field(default_factory=ParseErrorBreaker)
     fruitless: FruitlessBreaker = field(default_factory=FruitlessBreaker)
     same_tool: SameToolBreaker = field(default_factory=SameToolBreaker)
+    cycle: CycleBreaker = field(default_factory=CycleBreaker)
+    no_progress: NoProgressBreaker = field(default_factory=NoProgressBreaker)
 
     def __iter__(self) -> Iterator[Breaker]:
-        yield from (self.repeat, self.truncation, self.parse_error, self.fruitless, self.same_tool)
+        yield from (
+            self.repeat,
+            self.truncation,
+            self.parse_error,
+            self.fruitless,
+            self.same_tool,
+            self.cycle,
+            self.no_progress,
+        )
+
+    def context_compacted(self) -> None:
+        """The model lost old results from its context: re-reading them is progress again."""
+        self.no_progress.seen.clear()
+        self.no_progress.count = 0
+        self.cycle.recent.clear()
 
     def named(self, name: str) -> Breaker:
         """The breaker called ``name`` (the reason passed to ``on_step_limit``)."""
@@ -354,14 +519,21 @@ class BreakerSet(Serializable):
     ) -> tuple[Breaker, Verdict]:
         """Show an executed call to the result breakers; the first that objects answers.
 
-        One call trips at most one breaker: fruitless, then same-tool, then parse errors
-        (whose nudge is a note on the observation rather than a separate message).
+        One call trips at most one breaker: fruitless, then same-tool, then the cycle and
+        no-progress breakers (which see every call), then parse errors (whose nudge is a note
+        on the observation rather than a separate message).
         """
         self.repeat.after_call(result)
+        cycle = self.cycle.observe(result, cfg)
+        stalled = self.no_progress.observe(result, cfg)
         verdict = self.fruitless.observe(result, cfg)
         if verdict is not Verdict.OK:
             return self.fruitless, verdict
         verdict = self.same_tool.observe(result, cfg)
         if verdict is not Verdict.OK:
             return self.same_tool, verdict
+        if cycle is not Verdict.OK:
+            return self.cycle, cycle
+        if stalled is not Verdict.OK:
+            return self.no_progress, stalled
         return self.parse_error, self.parse_error.observe(result, cfg)

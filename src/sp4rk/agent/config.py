@@ -28,8 +28,8 @@ class CircuitBreakerConfig(_Serializable):
 
     repeat_nudge_threshold: int = 3
     """Identical calls (same tool, same arguments) before a nudge."""
-    repeat_abort_threshold: int = 5
-    """Identical calls before the run aborts."""
+    repeat_abort_threshold: int = 4
+    """Identical calls before the run aborts (one fewer when the identical call failed)."""
     truncation_abort_threshold: int = 3
     """Responses cut at the output-token limit while calling tools, before abort."""
     parse_error_abort_threshold: int = 3
@@ -48,6 +48,17 @@ class CircuitBreakerConfig(_Serializable):
     same_tool_result_size_delta: int = 128
     """Largest difference in result length (characters) that counts as "similar" (``0``
     switches the same-tool breaker off)."""
+    cycle_max_period: int = 4
+    """Longest cycle of calls (A-B-A-B is period 2) the cycle breaker looks for (``< 2``: off)."""
+    cycle_nudge_threshold: int = 1
+    """Full repetitions of a cycle with unchanged results before a nudge (A-B-A-B is one)."""
+    cycle_abort_threshold: int = 1
+    """Further calls that continue the cycle after the nudge, before abort."""
+    no_progress_nudge_threshold: int = 3
+    """Calls in a row that bring nothing new (the same call already returned the same result
+    in this run) before a nudge."""
+    no_progress_abort_threshold: int = 6
+    """Such calls in a row before abort."""
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

@@ -54,7 +54,8 @@ class HITLHandler:
         """Decide whether to go on at a limit.
 
         ``reason`` is ``""`` at the step budget and the breaker's name at a breaker abort:
-        ``"repeat"``, ``"truncation"``, ``"parse_error"``, ``"fruitless"`` or ``"same_tool"``.
+        ``"repeat"``, ``"truncation"``, ``"parse_error"``, ``"fruitless"``, ``"same_tool"``,
+        ``"cycle"`` or ``"no_progress"``.
         """
         return StepLimitResponse.DENY
 

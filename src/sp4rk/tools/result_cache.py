@@ -90,9 +90,14 @@ class ToolResultCache:
         mtime: float | None = None,
         size: int | None = None,
         source: str = "",
+        digest: str = "",
     ) -> str:
-        """Cache ``content`` and return its full hash; storing the same result twice is free."""
-        full = compute_tool_result_hash(tool_name, content)
+        """Cache ``content`` and return its full hash; storing the same result twice is free.
+
+        ``digest`` is ``compute_tool_result_hash(tool_name, content)`` when the caller has it
+        already (the executor does), so a large result is not hashed twice.
+        """
+        full = digest or compute_tool_result_hash(tool_name, content)
         now = time.monotonic()
         with self._lock:
             self._stores += 1

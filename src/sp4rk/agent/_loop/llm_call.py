@@ -60,6 +60,7 @@ async def compact_now(run: RunScope) -> bool:
         result.before_percent, result.after_percent, run.settings.plan_step_id
     )
     run.state.nudges.pre_warning_given = False  # outputs changed: warn again before the next
+    run.state.breakers.context_compacted()
     return True
 
 

@@ -96,6 +96,38 @@ def same_tool_abort(tool: str, count: int) -> str:
     )
 
 
+def cycle_nudge(period: int, repeated: int) -> str:
+    """The latest calls repeat an earlier sequence with unchanged results."""
+    return (
+        f"Your last {repeated} tool calls repeat the {period} calls before them, with the same "
+        "results: you are going in a circle. Nothing changes between these calls, so "
+        "repeating them cannot help. Use what you have learned: take a different step, or "
+        "call `finish` with what you have."
+    )
+
+
+def cycle_abort(period: int, repeated: int) -> str:
+    """Why the run stopped on a cycle."""
+    return (
+        f"Aborted: the same sequence of {period} tool calls kept repeating with unchanged "
+        f"results ({repeated} repeated calls)."
+    )
+
+
+def no_progress_nudge(count: int) -> str:
+    """Many calls in a row returned nothing new."""
+    return (
+        f"Your last {count} tool calls returned exactly what the same calls had returned "
+        "earlier in this task: they brought no new information. Act on what you know, try a "
+        "different approach, or call `finish`."
+    )
+
+
+def no_progress_abort(count: int) -> str:
+    """Why the run stopped for lack of progress."""
+    return f"Aborted: {count} tool calls in a row brought no new information."
+
+
 def parse_error_note(count: int, error: str, raw_input: str) -> str:
     """Appended to an input-parse error: what was wrong and how to reply."""
     excerpt = truncate_chars(raw_input.strip(), 300) or "(empty)"

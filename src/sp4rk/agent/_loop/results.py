@@ -33,7 +33,13 @@ def budget_cap(run: RunScope) -> int:
 
 
 def process_tool_result(
-    run: RunScope, tool: str, raw_input: str, full: str, observation: str, source: str
+    run: RunScope,
+    tool: str,
+    raw_input: str,
+    full: str,
+    observation: str,
+    source: str,
+    digest: str,
 ) -> tuple[str, str]:
     """Truncate ``observation`` in two stages and cache ``full``; return ``(text, cache_hash)``."""
     limits = run.settings.per_tool_truncation.get(tool)
@@ -48,7 +54,9 @@ def process_tool_result(
     cache = run.cache
     if cache is not None and (run.tools.cacheable(tool) or cut or over_budget):
         path, mtime, size = _file_meta(run, tool, raw_input)
-        cache_hash = cache.store(tool, full, file_path=path, mtime=mtime, size=size, source=source)
+        cache_hash = cache.store(
+            tool, full, file_path=path, mtime=mtime, size=size, source=source, digest=digest
+        )
         if cut and limits is not None:
             short = cache.short_hash(cache_hash)
             if cut_by == "lines":

@@ -42,6 +42,7 @@ from sp4rk.agent.types import ExitReason, NudgeKind, Step
 from sp4rk.llm.types import ChatResponse, ToolCall
 from sp4rk.tools.base import PARSE_ERROR_PREFIX, ToolPolicy, ToolResult, ToolReview
 from sp4rk.tools.builtins.finish import FINISH_TOOL_NAME, parse_finish_answer
+from sp4rk.tools.result_cache import compute_tool_result_hash
 
 
 async def run_tool_calls(run: RunScope, response: ChatResponse) -> StepOutcome:
@@ -173,7 +174,9 @@ async def _approve(
     run.events.tool_call(run.step, idx, _display_name(run, call), raw, source)
 
     key = call_key(name, raw)
-    verdict = run.state.breakers.repeat.before_call(key, run.settings.circuit_breaker)
+    verdict = run.state.breakers.repeat.before_call(
+        key, run.tools.traits(name), run.settings.circuit_breaker
+    )
     if verdict is not Verdict.OK:
         return await _repeat_intercept(run, call, idx, reply, verdict)
 
@@ -279,6 +282,7 @@ async def _complete(
     """Run the breakers on a result, process it into an observation, and record the step."""
     name = a.call.name
     content, is_error = valid_text(result.content), result.is_error
+    digest = compute_tool_result_hash(name, content)
     seen = CallResult(
         tool=name,
         key=a.key,
@@ -287,6 +291,7 @@ async def _complete(
         retryable=is_error and result.retryable,
         parse_error=is_error and PARSE_ERROR_PREFIX in content,
         traits=run.tools.traits(name),
+        digest=digest,
     )
     # Breakers look at the raw result; one call trips at most one of them.
     breaker, verdict = run.state.breakers.observe_result(seen, run.settings.circuit_breaker)
@@ -297,7 +302,7 @@ async def _complete(
         verdict = Verdict.OK
 
     observation, cache_hash = process_tool_result(
-        run, name, a.exec_input, content, observation, a.source
+        run, name, a.exec_input, content, observation, a.source, digest
     )
     note_call(run, name, is_error)
     if last and run.state.verify_pending:
@@ -323,6 +328,7 @@ async def _repeat_intercept(
 ) -> _Deferred | EndRun:
     """An identical call was repeated: it does not run; nudge, or abort unless reprieved."""
     breaker = run.state.breakers.repeat
+    run.state.breakers.no_progress.count_unrun_repeat()
     trip = breaker.trip(call.name)
     if verdict is Verdict.NUDGE:
         run.diag(trip.nudge_event, **trip.details)
