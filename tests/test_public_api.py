@@ -60,6 +60,7 @@ CONTRACT: dict[str, set[str]] = {
         "new_finish_tool",
         "LLMCaller",
         "StreamingLLMCaller",
+        "supports_streaming",
         "ToolExecutor",
         "ContextManager",
         "CompactionStrategy",

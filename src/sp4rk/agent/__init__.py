@@ -32,6 +32,7 @@ from sp4rk.agent.protocols import (
     StreamingLLMCaller,
     ToolExecutor,
     TrajectoryStore,
+    supports_streaming,
 )
 from sp4rk.agent.subagent import (
     SubAgentError,
@@ -110,4 +111,5 @@ __all__ = [
     "run_sub_agent",
     "run_sub_agents_parallel",
     "save_checkpoint",
+    "supports_streaming",
 ]

@@ -10,6 +10,7 @@ import logging
 from collections.abc import Sequence
 
 from sp4rk._internal.aio import run_sync
+from sp4rk._internal.conformance import conforms
 from sp4rk.agent._loop.lifecycle import run_loop
 from sp4rk.agent._loop.restore import restore_from_trajectory
 from sp4rk.agent._loop.state import (
@@ -84,9 +85,9 @@ class Executor:
         user_message_source: MessageSource | None = None,
         parallel_tool_calls: bool = False,
     ) -> None:
-        if not isinstance(llm, LLMCaller):
+        if not conforms(llm, LLMCaller):
             raise TypeError(f"llm must have an async call(request) method, got {llm!r}")
-        if not isinstance(tools, ToolExecutor):
+        if not conforms(tools, ToolExecutor):
             raise TypeError(
                 "tools must satisfy ToolExecutor (execute, get_tool_source, is_tool_untrusted, "
                 f"cache_strategy); got {tools!r}. Use sp4rk.tools.Registry."

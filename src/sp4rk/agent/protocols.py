@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeGuard, runtime_checkable
 
+from sp4rk._internal.conformance import conforms
 from sp4rk.agent.types import CompactionResult, FillCheck, Step, VulnerableOutput
 from sp4rk.llm.types import ChatRequest, ChatResponse, Message
 from sp4rk.tools.base import CacheMode, ToolResult
@@ -30,6 +31,16 @@ class StreamingLLMCaller(LLMCaller, Protocol):
     ) -> ChatResponse:
         """Like ``call``, calling ``on_text`` for each text delta."""
         ...
+
+
+def supports_streaming(caller: object) -> TypeGuard[StreamingLLMCaller]:
+    """Whether ``caller`` can stream: it has a callable ``call`` and ``call_stream``.
+
+    Use this rather than ``isinstance(caller, StreamingLLMCaller)``: from Python 3.12 that
+    check misses a ``call_stream`` a wrapper provides through ``__getattr__``, so the answer
+    would depend on the interpreter. This one is the same on every version.
+    """
+    return conforms(caller, StreamingLLMCaller)
 
 
 @runtime_checkable

@@ -25,6 +25,7 @@ from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from sp4rk._internal.conformance import conforms
 from sp4rk._internal.text import INVISIBLE
 from sp4rk.agent.protocols import CompactionStrategy
 from sp4rk.agent.types import CompactionResult, FillCheck, Step, VulnerableOutput
@@ -688,7 +689,7 @@ class ContextWindow:
         """
         start = self._horizon()
         lead: list[Message] = []
-        if isinstance(strategy, RollingSummarizer):
+        if conforms(strategy, RollingSummarizer):
             start, lead = await self._roll_up(strategy, start)
         else:
             self._rolling = None

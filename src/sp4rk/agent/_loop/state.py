@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sp4rk._internal.conformance import conforms
 from sp4rk.agent._loop.steps import (
     CHECKLIST_TOOL,
     is_productive,
@@ -23,8 +24,8 @@ from sp4rk.agent.protocols import (
     ContextManager,
     InterjectionConsumer,
     LLMCaller,
-    StreamingLLMCaller,
     ToolExecutor,
+    supports_streaming,
 )
 from sp4rk.agent.types import ExecutorResult, ExitReason, Step
 from sp4rk.agent.verify import EditVerifyRunner
@@ -171,8 +172,8 @@ class Run:
         self.tools = tools
         self.cw = cw
         # Capabilities, decided once: runtime protocol checks are slow on the hot path.
-        self.streams = isinstance(self.llm, StreamingLLMCaller)
-        self.consumes_interjections = isinstance(cw, InterjectionConsumer)
+        self.streams = supports_streaming(self.llm)
+        self.consumes_interjections = conforms(cw, InterjectionConsumer)
         self.asks_tool_calls = type(settings.hitl).on_tool_call is not HITLHandler.on_tool_call
         # sp4rk's Registry already turns every failure into an error result.
         self.tools_never_raise = type(tools).execute is Registry.execute
