@@ -10,7 +10,7 @@ import logging
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, Self, TypeVar, cast
+from typing import Any, ClassVar, Self, TypeVar, cast
 
 from sp4rk.agent.protocols import LLMCaller, StreamingLLMCaller, supports_streaming
 from sp4rk.llm.cassette import exchange_lines
@@ -31,6 +31,9 @@ class _Decorator:
         if supports_streaming(inner) and not issubclass(cls, _StreamingDecorator):
             return super().__new__(_streaming_variant(cls))
         return super().__new__(cls)
+
+    #: Set on each decorator class by ``_streaming_variant`` (read from its own ``__dict__``).
+    _streaming_variant: ClassVar[type[_Decorator]]
 
     def __init__(self, inner: LLMCaller) -> None:
         self.inner = inner
@@ -57,18 +60,16 @@ class _StreamingDecorator(_Decorator):
 
 
 D = TypeVar("D", bound=_Decorator)
-#: Each decorator class's streaming variant, made on first use.
-_VARIANTS: dict[type[_Decorator], type[_Decorator]] = {}
 
 
 def _streaming_variant(cls: type[D]) -> type[D]:
-    """``cls`` with ``call_stream`` (one per decorator class, subclasses included)."""
-    variant = _VARIANTS.get(cls)
+    """``cls`` with ``call_stream``: made on first use, then kept on ``cls`` itself."""
+    variant = cls.__dict__.get("_streaming_variant")
     if variant is None:
-        made = type(cls.__name__, (cls, _StreamingDecorator), {"__module__": cls.__module__})
-        made.__qualname__ = cls.__qualname__
-        made.__doc__ = cls.__doc__
-        variant = _VARIANTS.setdefault(cls, made)
+        variant = type(cls.__name__, (cls, _StreamingDecorator), {"__module__": cls.__module__})
+        variant.__qualname__ = cls.__qualname__
+        variant.__doc__ = cls.__doc__
+        cls._streaming_variant = variant
     return cast("type[D]", variant)
 
 
