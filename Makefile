@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 # general-protection fault on these CPUs, so pin the instruction sets.
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 
-.PHONY: install test lint format typecheck pytest demo bench clean
+.PHONY: install test test-matrix lint format typecheck pytest demo bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,15 +26,22 @@ format: $(STAMP)
 	$(BIN)/ruff format src tests examples
 	$(BIN)/ruff check --fix src tests examples
 
+# The oldest and the newest supported Python; neither needs the `local` extra installed.
 typecheck: $(STAMP)
-	$(BIN)/mypy
-	$(BIN)/mypy --strict tests/typecheck
+	$(BIN)/mypy --python-version 3.11
+	$(BIN)/mypy --python-version 3.13
+	$(BIN)/mypy --strict --python-version 3.11 tests/typecheck
+	$(BIN)/mypy --strict --python-version 3.13 tests/typecheck
 
 pytest: $(STAMP)
 	$(BIN)/pytest
 
 ## test: lint + format check + mypy --strict + the test suite
 test: lint typecheck pytest
+
+## test-matrix: the test suite on every other supported CPython found here (own virtualenvs)
+test-matrix:
+	PYTHON=$(PYTHON) bash .ci/python-matrix
 
 ## demo: a full multi-step agent run (scripted model, real tools, temporary workspace)
 demo: $(STAMP)
@@ -54,4 +61,4 @@ bench: $(BENCH_STAMP)
 	$(BENCH_VENV)/bin/python bench/run.py
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-py3.* $(BENCH_VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +11,7 @@ from sp4rk.tools import Tool
 from sp4rk.tools.builtins import Confinement, builtin_tools, search_tools
 from sp4rk.tools.builtins import search as search_module
 from sp4rk.tools.builtins.search import IgnoreRules, glob_to_regex
+from sp4rk.tools.builtins.tree import MAX_TREE_DEPTH
 from tests.tools.builtin_helpers import by_name, call
 
 
@@ -91,24 +91,22 @@ async def test_glob_stops_at_its_result_cap(ws: Path, monkeypatch: pytest.Monkey
     for i in range(7):
         (ws / f"many{i}.txt").write_text("x")
     walked: list[str] = []
-    real_fwalk = os.fwalk
+    real_walk = search_module.walk_tree
 
-    def recording_fwalk(
-        *args: object, **kwargs: object
-    ) -> Iterator[tuple[str, list[str], list[str], int]]:
-        for entry in real_fwalk(*args, **kwargs):  # type: ignore[arg-type]
+    def recording_walk(top_fd: int) -> Iterator[tuple[str, list[str], list[str], int]]:
+        for entry in real_walk(top_fd):
             walked.append(entry[0])
             yield entry
 
     (ws / "zz_later").mkdir()
     monkeypatch.setattr(search_module, "MAX_GLOB_RESULTS", 5)
-    monkeypatch.setattr(search_module.os, "fwalk", recording_fwalk)
+    monkeypatch.setattr(search_module, "walk_tree", recording_walk)
     tool = by_name(builtin_tools(ws))["glob"]
     result = await call(tool, pattern="many*.txt")
     lines = result.content.splitlines()
     assert len(lines) == 6
     assert lines[-1] == "[stopped at 5 matches; more may exist. Narrow the pattern or the path]"
-    assert walked == ["."]  # the walk ended where the cap was reached
+    assert walked == [""]  # the walk ended where the cap was reached
 
 
 def nest(root: Path, depth: int) -> None:
@@ -136,15 +134,35 @@ def deep_ws(tmp_path: Path) -> Iterator[Path]:
 
 
 async def test_a_very_deep_tree_is_walked_as_far_as_possible(deep_ws: Path) -> None:
+    (deep_ws / "zz" / "a").mkdir(parents=True)  # walked after the cut branch
     tools = by_name(builtin_tools(deep_ws))
     found = await call(tools["glob"], pattern="**/a", type="dirs")
     assert not found.is_error, found.content
-    assert found.content.endswith(
+    lines = found.content.splitlines()
+    assert lines[-1] == (
         "[stopped: the directory tree is nested too deeply to walk further; search a deeper path]"
     )
-    assert found.content.startswith("deep/a\ndeep/a/a\n")
+    # The same on every Python: MAX_TREE_DEPTH levels walked, the next one's names listed.
+    assert lines[:-1] == ["deep" + "/a" * n for n in range(1, MAX_TREE_DEPTH + 1)] + ["zz/a"]
     delete = await call(tools["delete_file"], path="deep", recursive=True)
     assert delete.content.startswith("'deep' is nested too deeply to delete here")
+    assert (deep_ws / "deep" / "a" / "a").is_dir()  # nothing was deleted
+
+
+@pytest.mark.parametrize(
+    ("depth", "deleted"), [(MAX_TREE_DEPTH, True), (MAX_TREE_DEPTH + 1, False)]
+)
+async def test_delete_takes_trees_up_to_the_walk_depth(
+    tmp_path: Path, depth: int, deleted: bool
+) -> None:
+    nest(tmp_path, depth)
+    delete = await call(
+        by_name(builtin_tools(tmp_path))["delete_file"], path="deep", recursive=True
+    )
+    assert delete.is_error is not deleted, delete.content
+    assert (tmp_path / "deep").exists() is not deleted
+    if not deleted:
+        unnest(tmp_path)
 
 
 @pytest.mark.parametrize(

@@ -38,6 +38,7 @@ from sp4rk.agent.protocols import (
     ToolExecutor,
     ToolReviewer,
     TrajectoryStore,
+    supports_streaming,
 )
 from sp4rk.agent.state import RunState, StepBudget
 from sp4rk.agent.subagent import (
@@ -135,4 +136,5 @@ __all__ = [
     "run_sub_agent",
     "run_sub_agents_parallel",
     "save_checkpoint",
+    "supports_streaming",
 ]

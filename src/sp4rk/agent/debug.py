@@ -10,15 +10,30 @@ import logging
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar, Self, TypeVar, cast
 
-from sp4rk.agent.protocols import LLMCaller, StreamingLLMCaller
+from sp4rk.agent.protocols import LLMCaller, StreamingLLMCaller, supports_streaming
 from sp4rk.llm.cassette import exchange_lines
 from sp4rk.llm.types import ChatRequest, ChatResponse, TokenUsage
 
 
 class _Decorator:
-    """Shared plumbing: ``call`` and ``call_stream`` both go through ``_around``."""
+    """Shared plumbing: ``call`` (and ``call_stream``, when streaming) go through ``_around``.
+
+    Constructing a decorator around a caller that streams gives an instance of its streaming
+    variant, a subclass that adds a real ``call_stream`` method; around one that does not
+    stream, the decorator has no ``call_stream`` at all. So ``supports_streaming`` and
+    ``isinstance(decorator, StreamingLLMCaller)`` agree with the inner caller, on every
+    Python version.
+    """
+
+    def __new__(cls, inner: LLMCaller, *args: Any, **kwargs: Any) -> Self:
+        if supports_streaming(inner) and not issubclass(cls, _StreamingDecorator):
+            return super().__new__(_streaming_variant(cls))
+        return super().__new__(cls)
+
+    #: Set on each decorator class by ``_streaming_variant`` (read from its own ``__dict__``).
+    _streaming_variant: ClassVar[type[_Decorator]]
 
     def __init__(self, inner: LLMCaller) -> None:
         self.inner = inner
@@ -31,18 +46,31 @@ class _Decorator:
         response: ChatResponse = await send()
         return response
 
-    def __getattr__(self, name: str) -> Any:
-        # Only reached for attributes this class lacks: expose call_stream when inner has it.
-        if name == "call_stream" and isinstance(self.inner, StreamingLLMCaller):
-            inner = self.inner
 
-            async def call_stream(
-                request: ChatRequest, on_text: Callable[[str], None]
-            ) -> ChatResponse:
-                return await self._around(request, lambda: inner.call_stream(request, on_text))
+class _StreamingDecorator(_Decorator):
+    """Adds ``call_stream``, forwarded to the inner caller through ``_around``."""
 
-            return call_stream
-        raise AttributeError(name)
+    inner: StreamingLLMCaller
+
+    async def call_stream(
+        self, request: ChatRequest, on_text: Callable[[str], None]
+    ) -> ChatResponse:
+        """Stream from the inner caller."""
+        return await self._around(request, lambda: self.inner.call_stream(request, on_text))
+
+
+D = TypeVar("D", bound=_Decorator)
+
+
+def _streaming_variant(cls: type[D]) -> type[D]:
+    """``cls`` with ``call_stream``: made on first use, then kept on ``cls`` itself."""
+    variant = cls.__dict__.get("_streaming_variant")
+    if variant is None:
+        variant = type(cls.__name__, (cls, _StreamingDecorator), {"__module__": cls.__module__})
+        variant.__qualname__ = cls.__qualname__
+        variant.__doc__ = cls.__doc__
+        cls._streaming_variant = variant
+    return cast("type[D]", variant)
 
 
 class DumpCaller(_Decorator):

@@ -10,6 +10,7 @@ import logging
 from collections.abc import Sequence
 
 from sp4rk._internal.aio import run_sync
+from sp4rk._internal.conformance import conforms
 from sp4rk.agent._loop.lifecycle import run_loop
 from sp4rk.agent._loop.scope import RunScope
 from sp4rk.agent._loop.settings import (
@@ -93,9 +94,9 @@ class Executor:
         parallel_tool_calls: bool = False,
         resume_state: RunState | None = None,
     ) -> None:
-        if not isinstance(llm, LLMCaller):
+        if not conforms(llm, LLMCaller):
             raise TypeError(f"llm must have an async call(request) method, got {llm!r}")
-        if not isinstance(tools, ToolExecutor):
+        if not conforms(tools, ToolExecutor):
             raise TypeError(
                 "tools must satisfy ToolExecutor (execute, get_tool_source, is_tool_untrusted, "
                 f"cache_strategy); got {tools!r}. Use sp4rk.tools.Registry."
@@ -222,7 +223,7 @@ class Executor:
 
     def set_audit_log(self, log: AuditLog | None) -> None:
         """Append every approval decision to ``log`` (for example ``JsonlAuditLog(path)``)."""
-        if log is not None and not isinstance(log, AuditLog):
+        if log is not None and not conforms(log, AuditLog):
             raise TypeError(f"an audit log needs a record(entry) method, got {log!r}")
         self._settings.audit_log = log
 
@@ -232,7 +233,7 @@ class Executor:
         A crash-safe store uses it to commit each boundary and to know which calls were in
         flight (see :mod:`sp4rk.agent.journal`); its exceptions stop the run.
         """
-        if journal is not None and not isinstance(journal, RunJournal):
+        if journal is not None and not conforms(journal, RunJournal):
             raise TypeError(f"a journal needs the RunJournal methods, got {journal!r}")
         self._settings.journal = journal
 

@@ -13,7 +13,7 @@ from sp4rk._core.context import (
     ListTrajectoryStore,
     TrajectoryStore,
 )
-from sp4rk.llm.caller import LLMCaller, StreamingLLMCaller
+from sp4rk.llm.caller import LLMCaller, StreamingLLMCaller, supports_streaming
 from sp4rk.tools.base import ToolReviewer
 from sp4rk.tools.executor import ToolExecutor
 
@@ -27,4 +27,5 @@ __all__ = [
     "ToolExecutor",
     "ToolReviewer",
     "TrajectoryStore",
+    "supports_streaming",
 ]

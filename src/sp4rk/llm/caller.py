@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeGuard, runtime_checkable
 
+from sp4rk._internal.conformance import conforms
 from sp4rk.llm.types import ChatRequest, ChatResponse
 
 
@@ -26,3 +27,13 @@ class StreamingLLMCaller(LLMCaller, Protocol):
     ) -> ChatResponse:
         """Like ``call``, calling ``on_text`` for each text delta."""
         ...
+
+
+def supports_streaming(caller: object) -> TypeGuard[StreamingLLMCaller]:
+    """Whether ``caller`` can stream: it has a callable ``call`` and ``call_stream``.
+
+    Use this rather than ``isinstance(caller, StreamingLLMCaller)``: from Python 3.12 that
+    check misses a ``call_stream`` a wrapper provides through ``__getattr__``, so the answer
+    would depend on the interpreter. This one is the same on every version.
+    """
+    return conforms(caller, StreamingLLMCaller)

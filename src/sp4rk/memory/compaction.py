@@ -28,9 +28,10 @@ import hashlib
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Protocol, TypeAlias, runtime_checkable
+from typing import Protocol, TypeAlias, cast, runtime_checkable
 
 from sp4rk._core.trajectory import Step
+from sp4rk._internal.conformance import conforms
 from sp4rk._internal.text import INVISIBLE, byte_len, truncate_chars
 from sp4rk._internal.untrusted import wrap_untrusted_content
 from sp4rk.llm.caller import LLMCaller
@@ -360,7 +361,7 @@ class _BlockSummarizer:
             self._memo.move_to_end(key)
             return cached
         summarizer = self.summarizer
-        if isinstance(summarizer, LLMCaller):
+        if conforms(summarizer, LLMCaller):
             response = await summarizer.call(
                 ChatRequest(
                     messages=[Message("system", SUMMARY_INSTRUCTIONS), Message("user", text)],
@@ -369,8 +370,8 @@ class _BlockSummarizer:
                 )
             )
             summary = response.message.content
-        else:
-            summary = await summarizer(text)
+        else:  # an async function (TypeGuard narrows only the branch above)
+            summary = await cast("Callable[[str], Awaitable[str]]", summarizer)(text)
         if not isinstance(summary, str) or not summary.strip():
             raise ValueError("the summarizer returned an empty summary")
         summary = truncate_chars(summary.strip(), MAX_SUMMARY_CHARS)

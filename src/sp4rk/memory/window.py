@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 
 from sp4rk._core.context import CompactionResult, CompactionStrategy, FillCheck, VulnerableOutput
 from sp4rk._core.trajectory import Step
+from sp4rk._internal.conformance import conforms
 from sp4rk._internal.text import INVISIBLE
 from sp4rk.llm.errors import ContextWindowExceededError
 from sp4rk.llm.tokens import SimpleTokenCounter, TokenCounter
@@ -693,7 +694,7 @@ class ContextWindow:
         """
         start = self._horizon()
         lead: list[Message] = []
-        if isinstance(strategy, RollingSummarizer):
+        if conforms(strategy, RollingSummarizer):
             start, lead = await self._roll_up(strategy, start)
         else:
             self._rolling = None

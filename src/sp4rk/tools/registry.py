@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from sp4rk._internal.conformance import conforms
 from sp4rk.tools.base import (
     CacheMode,
     ContentBackedReader,
@@ -80,7 +81,7 @@ class Registry:
             TypeError: when ``tool`` does not satisfy the ``Tool`` protocol.
             ValueError: when an MCP tool would shadow a built-in or host tool of the same name.
         """
-        if not isinstance(tool, Tool):
+        if not conforms(tool, Tool):
             raise TypeError(
                 f"{tool!r} is not a Tool: it needs name, description, input_schema, "
                 "default_policy, is_untrusted and an async execute(ctx, input)"
@@ -92,8 +93,8 @@ class Registry:
                 f"MCP tool {tool.name!r} from {source!r} would shadow the core tool of that "
                 "name; rename it on the server or register it under another name"
             )
-        judge = tool if isinstance(tool, ToolJudge) else None
-        risk_judge = tool if isinstance(tool, RiskJudge) else None
+        judge = tool if conforms(tool, ToolJudge) else None
+        risk_judge = tool if conforms(tool, RiskJudge) else None
         self._entries[tool.name] = _Entry(
             tool, source or "core", category, group, judge, risk_judge
         )
@@ -210,6 +211,6 @@ class Registry:
     def cache_strategy(self, ctx: RunContext, name: str, input: str) -> CacheMode:
         """``CONTENT_BACKED`` for tools that implement ``ContentBackedReader`` and opt in."""
         tool = self.get(name)
-        if isinstance(tool, ContentBackedReader) and tool.is_content_backed():
+        if conforms(tool, ContentBackedReader) and tool.is_content_backed():
             return CacheMode.CONTENT_BACKED
         return CacheMode.DEFAULT

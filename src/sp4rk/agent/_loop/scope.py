@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sp4rk._core.context import InterjectionHolder
+from sp4rk._internal.conformance import conforms
 from sp4rk.agent._legacy import state_from_steps
 from sp4rk.agent._loop.emit import EventProxy
 from sp4rk.agent._loop.recorder import Recorder
@@ -24,8 +25,8 @@ from sp4rk.agent.protocols import (
     ContextManager,
     InterjectionConsumer,
     LLMCaller,
-    StreamingLLMCaller,
     ToolExecutor,
+    supports_streaming,
 )
 from sp4rk.agent.state import RunState
 from sp4rk.agent.types import ExecutorResult, ExitReason
@@ -90,9 +91,9 @@ class RunScope:
         self.trajectory = Recorder(cw, state, self.tools, resumed, self.journal)
         self.checklist_offered = CHECKLIST_TOOL in self.tools.task_tool_names
         # Capabilities, decided once: runtime protocol checks are slow on the hot path.
-        self.streams = isinstance(self.llm, StreamingLLMCaller)
-        self.consumes_interjections = isinstance(cw, InterjectionConsumer)
-        self.interjections = cw if isinstance(cw, InterjectionHolder) else None
+        self.streams = supports_streaming(self.llm)
+        self.consumes_interjections = conforms(cw, InterjectionConsumer)
+        self.interjections = cw if conforms(cw, InterjectionHolder) else None
         self.asks_tool_calls = type(settings.hitl).on_tool_call is not HITLHandler.on_tool_call
 
     @property

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from sp4rk._internal.conformance import conforms
 from sp4rk.agent._loop.emit import Log
 from sp4rk.llm.types import ToolDefinition
 from sp4rk.tools.base import (
@@ -68,7 +69,7 @@ class ToolBox:
             )
         self.offered = frozenset(self._traits)
         # Capabilities, decided once: runtime protocol checks are slow on the hot path.
-        self._reviewer = tools if isinstance(tools, ToolReviewer) else None
+        self._reviewer = tools if conforms(tools, ToolReviewer) else None
         self._never_raises = type(tools).execute is Registry.execute
 
     def traits(self, name: str) -> ToolTraits:

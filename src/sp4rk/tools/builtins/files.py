@@ -26,6 +26,7 @@ from sp4rk.tools.builtins.paths import (
     open_file,
     parent_dir,
 )
+from sp4rk.tools.builtins.tree import MAX_TREE_DEPTH, tree_deeper_than
 from sp4rk.tools.context import RunContext
 from sp4rk.tools.function import tool
 
@@ -119,13 +120,13 @@ def file_tools(fs: Confinement) -> list[Tool]:
                             f"{target.display!r} is a directory; pass recursive=true to delete "
                             "it and everything in it"
                         )
-                    try:
-                        shutil.rmtree(target.name, dir_fd=dir_fd)
-                    except RecursionError:
+                    if tree_deeper_than(dir_fd, target.name, MAX_TREE_DEPTH):
                         raise ToolError(
-                            f"{target.display!r} is nested too deeply to delete here; delete "
-                            "its deepest directories first (or use bash_exec: rm -rf)"
-                        ) from None
+                            f"{target.display!r} is nested too deeply to delete here (over "
+                            f"{MAX_TREE_DEPTH} levels); delete its deepest directories first "
+                            "(or use bash_exec: rm -rf)"
+                        )
+                    shutil.rmtree(target.name, dir_fd=dir_fd)
                     return f"successfully deleted directory: {target.display}"
                 os.unlink(target.name, dir_fd=dir_fd)
             except OSError as exc:

@@ -1,12 +1,13 @@
 """Search tools confined to the workspace: ``glob`` (names) and ``ripgrep`` (contents).
 
 Both honour ``.gitignore`` files (whether or not the tree is a git repository) and never
-follow a symbolic link out of the tree: ``glob`` walks with :func:`os.fwalk`, which does not
-descend into linked directories. ``rg`` does not follow links met while it walks, but it
-does follow the path it is given; so it is never given the checked path text. The
-directory (or file) to search is opened here without following links, and ``rg`` runs in
-``/proc/self/fd/N`` searching ``.`` (or searches ``/proc/self/fd/N``, the opened file):
-a symlink swapped in after the check cannot redirect it (Linux).
+follow a symbolic link out of the tree: ``glob`` walks with
+:func:`~sp4rk.tools.builtins.tree.walk_tree`, which does not descend into linked directories.
+``rg`` does not follow links met while it walks, but it does follow the path it is given; so
+it is never given the checked path text. The directory (or file) to search is opened here
+without following links, and ``rg`` runs in ``/proc/self/fd/N`` searching ``.`` (or searches
+``/proc/self/fd/N``, the opened file): a symlink swapped in after the check cannot redirect
+it (Linux).
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ import re
 import shutil
 import stat
 import sysconfig
-from collections.abc import Callable, Generator, Iterable, Iterator
-from typing import Any, Literal, cast
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Literal
 
 import pathspec
 
@@ -35,6 +36,7 @@ from sp4rk.tools.builtins.paths import (
     open_directory,
     parent_dir,
 )
+from sp4rk.tools.builtins.tree import TreeTooDeepError, walk_tree
 from sp4rk.tools.context import RunContext
 from sp4rk.tools.function import tool
 
@@ -231,7 +233,7 @@ def search_tools(fs: Confinement, *, rg_path: str | None = None) -> list[Tool]:
                     f"[stopped at {MAX_GLOB_RESULTS} matches; more may exist. Narrow the "
                     "pattern or the path]"
                 )
-            except RecursionError:
+            except TreeTooDeepError:
                 note = (
                     "[stopped: the directory tree is nested too deeply to walk further; "
                     "search a deeper path]"
@@ -333,7 +335,7 @@ def _walk_matches(
 
     Raises:
         _Full: when one more match than :data:`MAX_GLOB_RESULTS` is found (the walk stops).
-        RecursionError: when the tree is deeper than :func:`os.fwalk` can recurse.
+        TreeTooDeepError: when the tree is deeper than the walk goes (after the rest).
     """
 
     def collect(rel: str) -> None:
@@ -341,13 +343,10 @@ def _walk_matches(
             raise _Full
         matches.append(rel)
 
-    walk = cast(
-        "Generator[tuple[str, list[str], list[str], int], None, None]",
-        os.fwalk(".", dir_fd=base_fd, follow_symlinks=False),
-    )
+    walk = walk_tree(base_fd)
     with contextlib.closing(walk):  # its directory descriptors close when the walk stops
         for rel_dir, dirnames, filenames, dir_fd in walk:
-            prefix = "" if rel_dir == "." else rel_dir[2:] + "/"
+            prefix = rel_dir + "/" if rel_dir else ""
             rules.load(dir_fd, (under + prefix).rstrip("/"))
             kept_dirs = []
             for name in sorted(dirnames):
