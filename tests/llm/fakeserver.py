@@ -37,6 +37,9 @@ class Reply:
     the status line one byte every ``interval``. Each ends when the client goes or the server
     closes."""
     interval: float = 0.05
+    echo: bool = False
+    """Replace the text ``<<REQUEST>>`` in ``body`` with everything the request carried (its
+    path and query, headers and body), as a careless server echoing it would."""
 
 
 @dataclass
@@ -45,6 +48,7 @@ class Received:
     path: str
     headers: dict[str, str]
     body: Any
+    query: str = ""
 
 
 class FakeServer:
@@ -75,6 +79,11 @@ class FakeServer:
         """The JSON bodies received on ``path``, in order."""
         return [r.body for r in self.received if r.path == path]
 
+    def clear(self, path: str) -> None:
+        """Drop the replies still queued for ``path``."""
+        with self._lock:
+            self._queues.pop(path, None)
+
     def pending(self) -> int:
         with self._lock:
             return sum(len(q) for q in self._queues.values())
@@ -97,6 +106,7 @@ class FakeServer:
 def _handler_for(server: FakeServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # headers and body go out at once, not 40 ms apart
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
@@ -105,11 +115,10 @@ def _handler_for(server: FakeServer) -> type[BaseHTTPRequestHandler]:
                 body = json.loads(raw) if raw else None
             except ValueError:
                 body = raw.decode("utf-8", "replace")
-            path = self.path.split("?", 1)[0]
+            path, _, query = self.path.partition("?")
+            headers = {k.lower(): v for k, v in self.headers.items()}
             with server._lock:
-                server.received.append(
-                    Received("POST", path, {k.lower(): v for k, v in self.headers.items()}, body)
-                )
+                server.received.append(Received("POST", path, headers, body, query))
             reply = server.next_reply(path)
             try:
                 if reply.stall:
@@ -117,7 +126,7 @@ def _handler_for(server: FakeServer) -> type[BaseHTTPRequestHandler]:
                 elif reply.events is not None:
                     self._send_events(reply)
                 else:
-                    self._send_body(reply)
+                    self._send_body(reply, raw)
             except (BrokenPipeError, ConnectionResetError):
                 self.close_connection = True  # the client went away: fine
 
@@ -144,13 +153,16 @@ def _handler_for(server: FakeServer) -> type[BaseHTTPRequestHandler]:
                     self.wfile.write(tick)
                     self.wfile.flush()
 
-        def _send_body(self, reply: Reply) -> None:
+        def _send_body(self, reply: Reply, raw_body: bytes) -> None:
             if reply.raw is not None:
                 payload = reply.raw
             elif isinstance(reply.body, str):
                 payload = reply.body.encode()
             else:
                 payload = json.dumps(reply.body).encode()
+            if reply.echo:
+                seen = f"{self.command} {self.path} {dict(self.headers)} {raw_body!r}"
+                payload = payload.replace(b"<<REQUEST>>", json.dumps(seen)[1:-1].encode())
             self.send_response(reply.status)
             content_type = reply.content_type or (
                 "text/plain" if isinstance(reply.body, str) else "application/json"

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
 #: How deep :func:`valid_texts` walks (well inside the interpreter's recursion limit).
 MAX_WALK_DEPTH = 200
 #: Characters that carry no visible content (stripped from the right in many places).
@@ -22,7 +24,7 @@ def valid_text(text: str) -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        return text.encode("utf-8", "replace").decode("utf-8")
+        return _SURROGATE.sub("\ufffd", text)
     return text
 
 

@@ -189,11 +189,11 @@ def connection_error(provider: str, exc: BaseException, secrets: Iterable[str]) 
     return LLMConnectionError(f"{provider}: connection failed: {detail}", retryable=True)
 
 
-def retry_after(headers: Any) -> float | None:
+def requested_wait(headers: Any) -> float | None:
     """The wait a server asked for, in seconds, read the way the SDKs read it.
 
-    ``retry-after-ms`` first, then ``retry-after`` as seconds or as an HTTP date. ``None`` when
-    there is none, or it is not a finite, positive number.
+    ``retry-after-ms`` first, then ``retry-after`` as seconds or as an HTTP date; ``None``
+    when there is none. It may be negative, or infinite.
     """
     wait: float | None = None
     with contextlib.suppress(TypeError, ValueError):
@@ -206,12 +206,18 @@ def retry_after(headers: Any) -> float | None:
             with contextlib.suppress(TypeError, ValueError, OverflowError):
                 parsed = email.utils.parsedate_tz(value) if isinstance(value, str) else None
                 wait = None if parsed is None else email.utils.mktime_tz(parsed) - time.time()
-    return wait if wait is not None and math.isfinite(wait) and wait > 0 else None
+    return None if wait is None or math.isnan(wait) else wait
+
+
+def retry_after(headers: Any) -> float | None:
+    """:func:`requested_wait` when it is a finite, positive number of seconds, else ``None``."""
+    wait = requested_wait(headers)
+    return wait if wait is not None and 0 < wait < math.inf else None
 
 
 def _wait_too_long(wait: float | None) -> bool:
     """Whether the SDK must not sleep ``wait`` seconds: past the cap, or past the deadline."""
-    if wait is None:
+    if wait is None or wait <= 0:
         return False
     deadline = DEADLINE.get()
     if deadline is not None and asyncio.get_running_loop().time() + wait >= deadline:
@@ -232,5 +238,5 @@ async def veto_retry_hook(response: Any) -> None:
         return
     await response.aread()
     error = classify(response.status_code, parse_error_body(response.content), provider="")
-    if not error.retryable or _wait_too_long(retry_after(response.headers)):
+    if not error.retryable or _wait_too_long(requested_wait(response.headers)):
         response.headers["x-should-retry"] = "false"

@@ -212,15 +212,15 @@ class SDKProvider(Provider, Generic[ClientT]):
 
         A failure of the SDK's HTTP library (a connection dropped while a stream is read, a
         body that cannot be decoded) becomes a retryable
-        :class:`~sp4rk.llm.errors.LLMConnectionError` too. An error answer's ``Retry-After``
-        becomes the exception's ``retry_after``.
+        :class:`~sp4rk.llm.errors.LLMConnectionError` too. The ``Retry-After`` of a retryable
+        error answer becomes the exception's ``retry_after``.
         """
         try:
             yield
         except self.sdk_error as exc:
             error = self.translate(exc)
             response = getattr(exc, "response", None)
-            if error.retry_after is None and response is not None:
+            if error.retryable and error.retry_after is None and response is not None:
                 wait = retry_after(response.headers)
                 if wait is not None:
                     error.retry_after = wait
