@@ -179,6 +179,29 @@ def _broken_bodies() -> Iterator[Case]:
     yield Case("body gzip garbage", _gzip_garbage(), False, "error")
 
 
+def error_body_cases() -> Iterator[Case]:
+    """Error statuses whose bodies are as broken as the answers above."""
+    bodies: dict[str, bytes] = {
+        "null": b"null",
+        "list": b"[]",
+        "nested 100000": b"[" * 100_000 + b"]" * 100_000,
+        "nested 900": b'{"error": ' * 900 + b"1" + b"}" * 900,
+        "5000 digits": b'{"error": {"code": ' + b"9" * 5000 + b"}}",
+        "broken": b'{"error": {"message": ',
+        "1 MB of text": b"x" * 1_000_000,
+        "error number": b'{"error": 5}',
+        "wrong types": b'{"error": {"message": 5, "code": [], "type": {}, "metadata": []}}',
+        "upstream number": b'{"error": {"message": "x", "metadata": {"raw": 5}}}',
+        "not utf-8": b'{"error": {"message": "\xff\xfe"}}',
+    }
+    for status in (400, 500):  # a 500 is retried: after 1 ms, not the SDK's backoff
+        for label, body in bodies.items():
+            reply = raw(body, status=status)
+            reply.headers = {"retry-after-ms": "1"}
+            yield Case(f"HTTP {status} body {label}", reply, False, "error")
+            yield Case(f"HTTP {status} stream body {label}", reply, True, "error")
+
+
 def _gzip_garbage() -> Reply:
     return Reply(
         raw=b"not gzip at all",

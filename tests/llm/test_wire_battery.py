@@ -16,7 +16,14 @@ import pytest
 
 from tests.llm.conftest import ProviderFactory
 from tests.llm.fakeserver import FakeServer, Reply
-from tests.llm.faults import Case, json_body_cases, judge, stream_cases, valid_events
+from tests.llm.faults import (
+    Case,
+    error_body_cases,
+    json_body_cases,
+    judge,
+    stream_cases,
+    valid_events,
+)
 from tests.llm.wire import WIRES
 
 #: The providers' total deadline in this battery, and how long a case may take at most.
@@ -57,7 +64,12 @@ async def test_no_wire_fault_breaks_or_hangs_a_provider(
     path = WIRES[wire][0]
     tally: Counter[str] = Counter()
     broken: list[str] = []
-    cases = [*json_body_cases(wire), *stream_cases(wire), *wire_fault_cases(wire)]
+    cases = [
+        *json_body_cases(wire),
+        *stream_cases(wire),
+        *error_body_cases(),
+        *wire_fault_cases(wire),
+    ]
     for case in cases:
         server.queue(path, case.reply, *[case.reply] * 2)  # the same again for any retry
         verdict, why = await judge(provider, case, BOUND)
