@@ -120,3 +120,17 @@ def test_without_a_timeout_a_call_gets_the_default_deadline(
 ) -> None:
     assert make_provider("anthropic").timeout == DEFAULT_TIMEOUT  # type: ignore[attr-defined]
     assert make_provider("chat", timeout=12).timeout == 12  # type: ignore[attr-defined]
+
+
+async def test_a_client_passed_in_gets_the_deadline_too(server: FakeServer) -> None:
+    import openai
+
+    from sp4rk.llm import OpenAIChatProvider
+
+    server.queue(WIRES["chat"][0], Reply(stall="trickle"))
+    async with openai.AsyncOpenAI(
+        api_key="k" * 8, base_url=server.url + "/v1", max_retries=0
+    ) as client:
+        provider = OpenAIChatProvider("test-model", client=client, timeout=DEADLINE)
+        with pytest.raises(errors.LLMConnectionError, match="deadline"):
+            await provider.call(REQUEST)

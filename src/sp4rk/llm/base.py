@@ -132,11 +132,12 @@ class SDKProvider(Provider, Generic[ClientT]):
         client: a ready SDK client, or ``None`` to build one with ``build``.
         build: makes the client from the connection ``options``.
         options: the connection options as passed (``None`` = not given); only checked and
-            searched for credentials here, ``build`` uses them.
+            searched for credentials here, ``build`` uses them. ``timeout`` may come with a
+            ``client``: it is then the deadline only (the client keeps its read timeouts).
 
     Raises:
-        ValueError: ``client`` given together with connection options, or a ``timeout`` that
-            is not a positive number of seconds.
+        ValueError: ``client`` given together with other connection options, or a
+            ``timeout`` that is not a positive number of seconds.
     """
 
     #: The SDK's root exception, translated by :meth:`sdk_errors` (set by each subclass).
@@ -159,8 +160,10 @@ class SDKProvider(Provider, Generic[ClientT]):
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
         self.timeout: float = float(timeout) if timeout is not None else DEFAULT_TIMEOUT
         """The total deadline of one call, in seconds."""
-        if client is not None:
-            given = sorted(name for name, value in options.items() if value is not None)
+        if client is not None:  # the deadline is sp4rk's own: it goes with any client
+            given = sorted(
+                name for name, value in options.items() if value is not None and name != "timeout"
+            )
             if given:
                 raise ValueError(f"pass either client=... or {', '.join(given)}, not both")
             self._client, self._owns_client = client, False

@@ -39,7 +39,8 @@ class OpenAIChatProvider(OpenAIProviderBase):
         base_url: a compatible server's URL (``None``: ``OPENAI_BASE_URL`` or OpenAI).
         client: a ready ``openai.AsyncOpenAI`` (then leave the connection options unset).
         max_retries: SDK retries of transient failures; ``None`` keeps the SDK default.
-        timeout: seconds per request; ``None`` keeps the SDK default.
+        timeout: the total deadline of one call in seconds (connection, retries and every
+            read; ``None``: 600 s); also the SDK's per-read timeout. Allowed with ``client``.
         default_headers: extra headers sent with every request.
         extra_body: extra JSON fields merged into every request body (fields sp4rk sets win).
     """
