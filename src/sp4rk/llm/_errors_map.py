@@ -1,4 +1,4 @@
-"""Classify provider error answers into sp4rk's exceptions, and keep secrets out of them.
+"""Classify provider error answers into sp4rk's exceptions, and police the SDKs' retries.
 
 One classifier serves every wire format. It decides by HTTP status first, then by the
 provider's machine-readable error code or type, and reads the message text only as a last
@@ -17,7 +17,8 @@ resort (servers that give no code: Anthropic, Gemini-style, vLLM, OpenRouter)::
 
 The same decision vetoes the SDK's own retries: :func:`veto_retry_hook` marks a response
 ``x-should-retry: false`` when it is not retryable, so the SDK's backoff (and ``Retry-After``)
-applies to transient failures only and a quota 429 fails at once.
+applies to transient failures only and a quota 429 fails at once; a transient failure whose
+``Retry-After`` exceeds :data:`MAX_RETRY_WAIT` or the call's deadline fails at once too.
 """
 
 from __future__ import annotations

@@ -170,9 +170,7 @@ class AnthropicProvider(SDKProvider[anthropic.AsyncAnthropic]):
         if isinstance(exc, anthropic.APIConnectionError):
             return connection_error(self.name, exc, self._secrets)
         if isinstance(exc, anthropic.APIStatusError):
-            # An ``error`` event inside a stream arrives with the stream's 200 status.
-            status = exc.status_code if exc.status_code >= 400 else None
-            return self.api_error(status, exc.body, exc.message)
+            return self.api_error(exc.status_code, exc.body, exc.message)
         return LLMError(f"{self.name}: {self.redact(str(exc))}")
 
     def request_params(self, request: ChatRequest) -> dict[str, Any]:
