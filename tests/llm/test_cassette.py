@@ -56,7 +56,9 @@ async def test_cassette_uses_the_dump_format(
     await _record(server, make_provider, cassette)
     records = [json.loads(line) for line in cassette.read_text().splitlines()]
     assert [r["direction"] for r in records] == ["request", "response"] * len(SCRIPT)
-    assert all(set(r) == {"ts", "direction", "data"} for r in records)
+    assert all(set(r) == {"ts", "direction", "id", "data"} for r in records)
+    assert [r["id"] for r in records[::2]] == [r["id"] for r in records[1::2]]
+    assert len({r["id"] for r in records}) == len(SCRIPT)
     assert ChatRequest.from_dict(records[0]["data"]).messages[-1].content == task.TASK
 
 
@@ -184,7 +186,10 @@ async def test_concurrent_calls_replay_with_their_own_answers(tmp_path: Path, wr
             await _overlapping_calls(DumpCaller(inner, out), inner)
 
     records = [json.loads(line) for line in cassette.read_text().splitlines()]
-    assert [r["direction"] for r in records] == ["request", "response"] * 2
+    # Each request is written when its call starts, each response when it ends (B first).
+    assert [r["direction"] for r in records] == ["request", "request", "response", "response"]
+    assert [r["data"]["messages"][0]["content"] for r in records[:2]] == ["A", "B"]
+    assert [r["id"] for r in records[2:]] == [records[1]["id"], records[0]["id"]]
     replay = ReplayLLM(cassette)
     for content in ("A", "B"):
         response = await replay.call(ChatRequest(messages=[Message("user", content)]))

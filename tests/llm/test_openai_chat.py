@@ -344,3 +344,22 @@ async def test_error_body_with_status_200_is_classified(
     assert type(caught.value) is expected
     assert caught.value.status_code == status
     assert "no choices" not in str(caught.value)
+
+
+async def test_an_empty_reasoning_content_is_never_sent_to_a_compatible_server(
+    server: FakeServer, make_provider: ProviderFactory
+) -> None:
+    server.queue(PATH, chat_json(Turn(text="ok")))
+    request = ChatRequest(
+        messages=[
+            Message("user", "hi"),
+            Message("assistant", "thinking aloud", reasoning_content="why"),
+            Message("user", "and?"),
+            Message("assistant", "no reasoning here"),
+            Message("user", "go on"),
+        ]
+    )
+    await make_provider("chat").call(request)
+    assistants = [m for m in server.bodies(PATH)[0]["messages"] if m["role"] == "assistant"]
+    assert assistants[0]["reasoning_content"] == "why"
+    assert "reasoning_content" not in assistants[1]

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from sp4rk.llm._schema import (
@@ -48,7 +49,7 @@ def test_openai_keeps_ref_without_definitions_and_infers_object_type() -> None:
     assert out["properties"]["a"] == {"$ref": "#/elsewhere"}
 
 
-def test_unknown_ref_and_cycles_become_the_safe_empty_object() -> None:
+def test_unknown_refs_become_the_safe_empty_object_and_cycles_stay_references() -> None:
     cyclic = {
         "$defs": {"Node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/Node"}}}},
         "type": "object",
@@ -56,7 +57,8 @@ def test_unknown_ref_and_cycles_become_the_safe_empty_object() -> None:
     }
     out = sanitize_for_openai(cyclic)
     assert out["properties"]["bad"] == SAFE_EMPTY_OBJECT
-    assert out["properties"]["head"]["properties"]["next"] == SAFE_EMPTY_OBJECT
+    assert out["properties"]["head"] == {"$ref": "#/$defs/Node"}
+    assert out["$defs"]["Node"]["properties"]["next"] == {"$ref": "#/$defs/Node"}
 
 
 def test_empty_schema_gives_the_safe_empty_object() -> None:
@@ -86,10 +88,13 @@ def test_strict_only_when_the_schema_already_is_closed_and_fully_required() -> N
     assert openai_strict_parameters(free_form)[1] is False
 
 
-def test_anthropic_flattens_composition_and_drops_refs() -> None:
+def test_anthropic_keeps_nested_unions_merges_top_level_composition_and_drops_refs() -> None:
     out = sanitize_for_anthropic(PYDANTIC_LIKE)
     assert "$defs" not in out
-    assert out["properties"]["label"] == {"type": "string", "default": None}
+    assert out["properties"]["label"] == {
+        "anyOf": [{"type": "string"}, {"type": "null"}],
+        "default": None,
+    }
     assert out["properties"]["where"]["required"] == ["x", "y"]
 
     merged = sanitize_for_anthropic(
@@ -107,7 +112,22 @@ def test_anthropic_flattens_composition_and_drops_refs() -> None:
     assert "patternProperties" not in merged
     assert sanitize_for_anthropic({"properties": {"r": {"$ref": "#/nowhere"}}}) == {
         "type": "object",
-        "properties": {"r": {}},
+        "properties": {"r": {"$ref": "#/nowhere"}},
+    }
+
+
+def test_a_top_level_union_of_objects_allows_every_variant() -> None:
+    out = anthropic_input_schema(
+        {
+            "anyOf": [
+                {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]},
+                {"type": "object", "properties": {"b": {"type": "integer"}}, "required": ["b"]},
+            ]
+        }
+    )
+    assert out == {
+        "type": "object",
+        "properties": {"a": {"type": "string"}, "b": {"type": "integer"}},
     }
 
 
@@ -150,23 +170,40 @@ def test_a_nullable_object_counts_for_strict_mode() -> None:
     assert openai_parameters({"type": ["object", "null"]})["properties"] == {}
 
 
-def test_anthropic_merges_the_first_non_null_variant() -> None:
-    out = sanitize_for_anthropic(
-        {
-            "type": "object",
-            "properties": {
-                "point": {
-                    "anyOf": [
-                        {"type": "null"},
-                        {"type": "object", "properties": {"x": {"type": "integer"}}},
-                    ]
-                },
-                "only_null": {"anyOf": [{"type": "null"}]},
-            },
-        }
-    )
-    assert out["properties"]["point"] == {
-        "type": "object",
-        "properties": {"x": {"type": "integer"}},
+def test_anthropic_keeps_a_nullable_object_as_a_union() -> None:
+    point = {
+        "anyOf": [{"type": "null"}, {"type": "object", "properties": {"x": {"type": "integer"}}}]
     }
-    assert out["properties"]["only_null"] == {"type": "null"}
+    out = sanitize_for_anthropic({"type": "object", "properties": {"point": point}})
+    assert out["properties"]["point"] == point
+
+
+def _nested(levels: int, key: str) -> dict[str, Any]:
+    node: dict[str, Any] = {"type": "string"}
+    for _ in range(levels):
+        node = {"type": "object", "properties": {key: node}} if key else {"items": node}
+    return node
+
+
+def test_schemas_nested_100000_deep_are_cut_not_a_recursion_error() -> None:
+    for schema in (_nested(100_000, "a"), _nested(100_000, "")):
+        for sanitised in (
+            openai_parameters(schema),
+            openai_strict_parameters(schema)[0],
+            anthropic_input_schema(schema),
+        ):
+            assert sanitised is not None
+            assert json.dumps(sanitised)  # sendable: bounded depth
+    shallow = _nested(5, "a")
+    assert openai_parameters(shallow) == {**shallow}  # real schemas are untouched
+
+
+def test_a_deep_chain_of_definitions_is_cut_too() -> None:
+    defs = {
+        f"D{i}": {"type": "object", "properties": {"n": {"$ref": f"#/$defs/D{i + 1}"}}}
+        for i in range(5000)
+    }
+    defs["D5000"] = {"type": "string"}
+    schema = {"$defs": defs, "type": "object", "properties": {"n": {"$ref": "#/$defs/D0"}}}
+    assert json.dumps(anthropic_input_schema(schema))
+    assert json.dumps(openai_parameters(schema))

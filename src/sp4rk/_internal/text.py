@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+#: How deep :func:`valid_texts` walks (well inside the interpreter's recursion limit).
+MAX_WALK_DEPTH = 200
 #: Characters that carry no visible content (stripped from the right in many places).
 INVISIBLE = " \t\n\r\x00\f\v\u200b\u200c\u200d\ufeff"
 
@@ -68,3 +72,24 @@ def to_text(data: bytes) -> tuple[str, bool]:
     if b"\x00" in sample:
         return "", True
     return data.decode("utf-8", "replace"), False
+
+
+def valid_texts(value: Any, _depth: int = 0) -> Any:
+    """A copy of ``value`` (JSON-like) with :func:`valid_text` applied to every string in it.
+
+    A request built from text a model or a tool produced may hold a lone surrogate, which the
+    SDKs fail to encode (``UnicodeEncodeError``) when sending. Nesting deeper than
+    :data:`MAX_WALK_DEPTH` is left as it is: nothing sp4rk builds is that deep.
+    """
+    if isinstance(value, str):
+        return valid_text(value)
+    if _depth >= MAX_WALK_DEPTH:
+        return value
+    if isinstance(value, dict):
+        return {
+            valid_text(k) if isinstance(k, str) else k: valid_texts(v, _depth + 1)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [valid_texts(item, _depth + 1) for item in value]
+    return value

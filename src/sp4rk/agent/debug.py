@@ -9,11 +9,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any, ClassVar, Self, TypeVar, cast
 
 from sp4rk.agent.protocols import LLMCaller, StreamingLLMCaller, supports_streaming
-from sp4rk.llm.cassette import exchange_lines
+from sp4rk.llm.cassette import record_call, redactor_for
 from sp4rk.llm.types import ChatRequest, ChatResponse, TokenUsage
 
 
@@ -46,6 +45,10 @@ class _Decorator:
         response: ChatResponse = await send()
         return response
 
+    def redact(self, text: str) -> str:
+        """``text`` with the inner caller's credentials masked (see ``Provider.redact``)."""
+        return redactor_for(self.inner)(text)
+
 
 class _StreamingDecorator(_Decorator):
     """Adds ``call_stream``, forwarded to the inner caller through ``_around``."""
@@ -76,12 +79,14 @@ def _streaming_variant(cls: type[D]) -> type[D]:
 class DumpCaller(_Decorator):
     """Writes every request and response as one JSON object per line to ``writer``.
 
-    Records: ``{"ts", "direction": "request"|"response", "data", "error", "error_type"}`` with a
-    UTC ISO-8601 timestamp (the request's is when it was sent); the error fields appear only
-    on a failed call (``data`` is then ``null``, and an ``LLMError``'s status, retryability
-    and code are kept too). The same format is what ``sp4rk.llm.cassette.ReplayLLM`` replays:
-    a call's two lines are written together when it ends, so concurrent calls never
-    interleave (a cancelled call is not written). With ``writer=None`` nothing is written.
+    Records: ``{"ts", "direction": "request"|"response", "id", "data", "error", "error_type"}``
+    with a UTC ISO-8601 timestamp; the error fields appear only on a failed call (``data`` is
+    then ``null``, and an ``LLMError``'s status, retryability, retry delay and code are kept
+    too). The request line is written before the inner caller is called, so a call that
+    hangs still leaves its request; the response line when it ends (a cancelled call has
+    none). Both carry the call's ``id``, and each line is written whole under a lock, so
+    concurrent calls never mix and ``sp4rk.llm.cassette.ReplayLLM`` pairs them. Every string
+    is masked with the inner caller's credentials. With ``writer=None`` nothing is written.
     Write failures are logged (through ``logger``, if given) and never affect the call.
     """
 
@@ -96,14 +101,7 @@ class DumpCaller(_Decorator):
     async def _around(self, request: ChatRequest, send: Callable[[], Any]) -> ChatResponse:
         if self.writer is None:
             return await super()._around(request, send)
-        sent = datetime.now(UTC)
-        try:
-            response: ChatResponse = await send()
-        except Exception as exc:
-            self._write(exchange_lines(request, sent, None, exc))
-            raise
-        self._write(exchange_lines(request, sent, response))
-        return response
+        return await record_call(request, send, self._write, self.redact)
 
     def _write(self, lines: str) -> None:
         try:
@@ -121,7 +119,8 @@ class DumpCaller(_Decorator):
 class LoggingLLMCaller(_Decorator):
     """Logs each request and its token usage at DEBUG, and failures at WARNING.
 
-    ``provider`` is a label for the records. With ``logger=None`` nothing is logged.
+    ``provider`` is a label for the records. With ``logger=None`` nothing is logged. Failure
+    messages are masked with the inner caller's credentials.
     """
 
     def __init__(self, inner: LLMCaller, provider: str, logger: logging.Logger | None) -> None:
@@ -143,7 +142,9 @@ class LoggingLLMCaller(_Decorator):
         try:
             response: ChatResponse = await send()
         except Exception as exc:
-            log.warning("llm: call failed provider=%s error=%s", self.provider, exc)
+            log.warning(
+                "llm: call failed provider=%s error=%s", self.provider, self.redact(str(exc))
+            )
             raise
         u = response.usage
         log.debug(

@@ -1,4 +1,4 @@
-"""Classify provider error answers into sp4rk's exceptions, and keep secrets out of them.
+"""Classify provider error answers into sp4rk's exceptions, and police the SDKs' retries.
 
 One classifier serves every wire format. It decides by HTTP status first, then by the
 provider's machine-readable error code or type, and reads the message text only as a last
@@ -17,17 +17,26 @@ resort (servers that give no code: Anthropic, Gemini-style, vLLM, OpenRouter)::
 
 The same decision vetoes the SDK's own retries: :func:`veto_retry_hook` marks a response
 ``x-should-retry: false`` when it is not retryable, so the SDK's backoff (and ``Retry-After``)
-applies to transient failures only and a quota 429 fails at once.
+applies to transient failures only and a quota 429 fails at once; a transient failure whose
+``Retry-After`` exceeds :data:`MAX_RETRY_WAIT` or the call's deadline fails at once too.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import json
+import contextvars
+import email.utils
+import math
 import re
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from sp4rk._internal import safejson
+from sp4rk._internal.text import valid_text
+from sp4rk.llm._secrets import redact
 from sp4rk.llm.errors import (
     ContextWindowExceededError,
     LLMConnectionError,
@@ -74,10 +83,19 @@ _PER_MINUTE_TEXT = re.compile(r"retry in|try again in|per[ _-]?minute", re.I)
 _OVERLOADED = frozenset({"overloaded_error", "overloaded", "unavailable"})
 _RETRYABLE_TYPES = frozenset({"rate_limit_error", "api_error", "server_error", "timeout"})
 _OVERFLOW_STATUSES = frozenset({400, 413, 422})
-_KEY_LIKE = re.compile(r"\b(sk-(?:ant-|proj-)?|AIza|xai-|gsk_)[A-Za-z0-9_\-]{12,}")
-#: Known secrets shorter than this are not masked (they would mask ordinary words).
-_MIN_SECRET = 4
 _MAX_MESSAGE = 2000
+_MAX_CODE = 200
+#: Error text read (and matched) at most; a hostile body may be megabytes long.
+_MAX_READ = 20_000
+#: ``[[{"error": ...}]]``: lists unwrapped before giving up.
+_MAX_LIST_NESTING = 4
+#: The longest server-requested wait (``Retry-After``) the SDKs may honour before retrying;
+#: past it (or past the call's deadline) the call fails at once with ``retry_after`` set.
+MAX_RETRY_WAIT = 10.0
+#: When the current call must be over (``loop.time()``), set by the provider for its hook.
+DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "sp4rk_llm_deadline", default=None
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,42 +113,50 @@ def parse_error_body(body: Any) -> ErrorInfo:
 
     Handles ``{"error": {...}}`` (OpenAI, Anthropic, llama.cpp, OpenRouter, Gemini),
     ``[{"error": ...}]`` (Gemini's list), a bare error object (vLLM's older format, and the
-    error objects of server-sent events), ``{"error": "text"}`` and plain text.
+    error objects of server-sent events), ``{"error": "text"}`` and plain text. Text is parsed
+    with the bounded parser, and fields of the wrong type are ignored: an error body is as
+    hostile as any other answer.
     """
-    if isinstance(body, list) and body:
-        return parse_error_body(body[0])
     if isinstance(body, str | bytes):
         text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
         try:
-            decoded = json.loads(text)
+            body = safejson.loads(text, allow_duplicate_keys=True)
         except ValueError:
-            return ErrorInfo(message=text)
-        return parse_error_body(decoded) if isinstance(decoded, dict | list) else ErrorInfo()
+            return ErrorInfo(message=valid_text(text[:_MAX_READ]))
+        if not isinstance(body, dict | list):
+            return ErrorInfo()
+    for _ in range(_MAX_LIST_NESTING):
+        if not (isinstance(body, list) and body):
+            break
+        body = body[0]
     if not isinstance(body, dict):
         return ErrorInfo()
     inner = body.get("error")
     if isinstance(inner, str):
-        return ErrorInfo(code=str(body.get("code") or ""), message=inner)
+        return ErrorInfo(code=_text_code(body.get("code")), message=inner)
     err = inner if isinstance(inner, dict) else body
     code = _text_code(err.get("code"))
     details = err.get("details")
     if not code and isinstance(details, dict):
         code = _text_code(details.get("error_code"))
     code = code or _text_code(err.get("type")) or _text_code(err.get("status"))
-    message = str(err.get("message") or "")
+    message = err.get("message")
+    message = message[:_MAX_READ] if isinstance(message, str) else ""
     metadata = err.get("metadata")
-    if isinstance(metadata, dict) and metadata.get("raw"):
-        message = f"{message} (upstream: {metadata['raw']})"
-    return ErrorInfo(code=code, message=message)
+    if isinstance(metadata, dict) and isinstance(metadata.get("raw"), str) and metadata["raw"]:
+        message = f"{message} (upstream: {metadata['raw']})"[:_MAX_READ]
+    return ErrorInfo(code=code, message=valid_text(message))
 
 
 def _text_code(value: Any) -> str:
     # Numeric "code" fields (vLLM, OpenRouter, Gemini) merely repeat the HTTP status.
-    return value if isinstance(value, str) and not value.isdigit() else ""
+    if not isinstance(value, str) or value.isdigit():
+        return ""
+    return valid_text(value[:_MAX_CODE])
 
 
 def classify(
-    status: int | None, info: ErrorInfo, *, provider: str, secrets: tuple[str, ...] = ()
+    status: int | None, info: ErrorInfo, *, provider: str, secrets: Iterable[str] = ()
 ) -> LLMError:
     """Build the sp4rk exception for an error answer (``status`` ``None``: inside a stream)."""
     code = info.code.lower()
@@ -158,62 +184,60 @@ def classify(
     return api_error(ProviderAPIError, status in (408, 409) or status >= 500)
 
 
-def connection_error(provider: str, exc: BaseException, secrets: tuple[str, ...]) -> LLMError:
+def connection_error(provider: str, exc: BaseException, secrets: Iterable[str]) -> LLMError:
     """The exception for a call that got no HTTP answer (always retryable)."""
     detail = redact(str(exc), secrets) or type(exc).__name__  # some say nothing: ReadError('')
     return LLMConnectionError(f"{provider}: connection failed: {detail}", retryable=True)
 
 
-def redact(text: str, secrets: tuple[str, ...]) -> str:
-    """``text`` with every known secret (4 characters or more) and every key-like word masked."""
-    for secret in sorted(secrets, key=len, reverse=True):
-        if len(secret) >= _MIN_SECRET:
-            text = text.replace(secret, "[REDACTED]")
-    return _KEY_LIKE.sub(lambda m: f"{m.group(1)}[REDACTED]", text)
+def requested_wait(headers: Any) -> float | None:
+    """The wait a server asked for, in seconds, read the way the SDKs read it.
 
-
-def _redact_value(value: Any, secrets: tuple[str, ...]) -> Any:
-    """``value`` (a decoded JSON body, say) with secrets masked in every string it holds."""
-    if isinstance(value, str):
-        return redact(value, secrets)
-    if isinstance(value, dict):
-        return {key: _redact_value(item, secrets) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_redact_value(item, secrets) for item in value]
-    if isinstance(value, tuple):
-        return tuple(_redact_value(item, secrets) for item in value)
-    return value
-
-
-def scrub_exception(exc: BaseException, secrets: tuple[str, ...]) -> None:
-    """Mask secrets in an SDK exception and in the exceptions chained to it.
-
-    The text (``args``, ``message``) and the error ``body`` a server sent back are rewritten,
-    so neither a chained traceback nor code inspecting ``__cause__`` can show a key, also
-    when the server echoed it.
+    ``retry-after-ms`` first, then ``retry-after`` as seconds or as an HTTP date; ``None``
+    when there is none. It may be negative, or infinite.
     """
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        current.args = tuple(_redact_value(a, secrets) for a in current.args)
-        for name in ("message", "body"):
-            value = getattr(current, name, None)
-            if value is not None:
-                with contextlib.suppress(AttributeError):  # a read-only property: nothing stored
-                    setattr(current, name, _redact_value(value, secrets))
-        current = current.__cause__ or current.__context__
+    wait: float | None = None
+    with contextlib.suppress(TypeError, ValueError):
+        wait = float(headers.get("retry-after-ms")) / 1000
+    if wait is None:
+        value = headers.get("retry-after")
+        try:
+            wait = float(value)
+        except (TypeError, ValueError):
+            with contextlib.suppress(TypeError, ValueError, OverflowError):
+                parsed = email.utils.parsedate_tz(value) if isinstance(value, str) else None
+                wait = None if parsed is None else email.utils.mktime_tz(parsed) - time.time()
+    return None if wait is None or math.isnan(wait) else wait
+
+
+def retry_after(headers: Any) -> float | None:
+    """:func:`requested_wait` when it is a finite, positive number of seconds, else ``None``."""
+    wait = requested_wait(headers)
+    return wait if wait is not None and 0 < wait < math.inf else None
+
+
+def _wait_too_long(wait: float | None) -> bool:
+    """Whether the SDK must not sleep ``wait`` seconds: past the cap, or past the deadline."""
+    if wait is None or wait <= 0:
+        return False
+    deadline = DEADLINE.get()
+    if deadline is not None and asyncio.get_running_loop().time() + wait >= deadline:
+        return True
+    return wait > MAX_RETRY_WAIT
 
 
 async def veto_retry_hook(response: Any) -> None:
     """An httpx response hook: forbid the SDK to retry an error that is not transient.
 
     Both official SDKs obey ``x-should-retry``; setting it to ``"false"`` here leaves their
-    backoff and ``Retry-After`` handling in charge of the failures worth retrying.
+    backoff and ``Retry-After`` handling in charge of the failures worth retrying. A transient
+    failure whose ``Retry-After`` exceeds :data:`MAX_RETRY_WAIT` or the call's deadline is not
+    retried either: the SDKs would sleep that long (Anthropic's for any delay), so the call
+    fails at once with the delay in the error's ``retry_after``.
     """
     if response.status_code < 400:
         return
     await response.aread()
     error = classify(response.status_code, parse_error_body(response.content), provider="")
-    if not error.retryable:
+    if not error.retryable or _wait_too_long(requested_wait(response.headers)):
         response.headers["x-should-retry"] = "false"

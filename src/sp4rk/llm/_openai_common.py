@@ -29,7 +29,8 @@ class OpenAIProviderBase(SDKProvider[openai.AsyncOpenAI]):
             unset, and the client's own retry policy applies.
         max_retries: retries of transient failures (408, 409, 429, 5xx) with the SDK's
             backoff and ``Retry-After``; ``None`` keeps the SDK default (2).
-        timeout: seconds per request; ``None`` keeps the SDK default.
+        timeout: the total deadline of one call in seconds (connection, retries and every
+            read; ``None``: 600 s); also the SDK's per-read timeout. Allowed with ``client``.
         default_headers: extra headers sent with every request.
 
     Raises:

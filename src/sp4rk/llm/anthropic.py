@@ -16,8 +16,12 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "AnthropicProvider needs the official anthropic SDK: pip install 'sp4rk[anthropic]'"
     ) from exc
 
+from sp4rk._internal import safejson
+from sp4rk._internal.text import valid_text, valid_texts
+from sp4rk.llm._answer import event_json, read_json, sse_events
 from sp4rk.llm._errors_map import connection_error
 from sp4rk.llm._schema import anthropic_input_schema
+from sp4rk.llm._shape import Reader
 from sp4rk.llm.base import (
     ANTHROPIC_REDACTED_PREFIX,
     ANTHROPIC_THINKING_PREFIX,
@@ -51,6 +55,8 @@ _STOP_REASONS = {
     "max_tokens": "max_tokens",
     "model_context_window_exceeded": "max_tokens",
 }
+#: Where the stream assembler keeps a tool input's streamed JSON text (not a wire field).
+_RAW_INPUT = "_sp4rk_raw_input"
 _BAD_ID_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 #: Reasoning efforts the API takes as ``output_config.effort``.
 _EFFORTS = frozenset({"low", "medium", "high", "xhigh", "max"})
@@ -94,7 +100,8 @@ class AnthropicProvider(SDKProvider[anthropic.AsyncAnthropic]):
             unset; its own retry policy applies).
         max_retries: SDK retries of transient failures (408, 409, 429, 5xx, 529) with its
             backoff and ``Retry-After``; ``None`` keeps the SDK default (2).
-        timeout: seconds per request; ``None`` keeps the SDK default.
+        timeout: the total deadline of one call in seconds (connection, retries and every
+            read; ``None``: 600 s); also the SDK's per-read timeout. Allowed with ``client``.
         default_headers: extra headers sent with every request.
 
     Raises:
@@ -129,9 +136,10 @@ class AnthropicProvider(SDKProvider[anthropic.AsyncAnthropic]):
     async def call(self, request: ChatRequest) -> ChatResponse:
         """Send ``request`` as one Messages API call."""
         params = self.request_params(request)
-        with self.sdk_errors():
-            message = await self.client.messages.create(**params)
-        return self.parse_message(message.model_dump())
+        messages = self.client.messages.with_streaming_response
+        async with self.exchange(), messages.create(**params) as answer:
+            data = await read_json(answer.http_response.aiter_bytes(), self.name)
+        return self.parse_message(data)
 
     async def call_stream(
         self, request: ChatRequest, on_text: Callable[[str], None]
@@ -139,12 +147,16 @@ class AnthropicProvider(SDKProvider[anthropic.AsyncAnthropic]):
         """Stream the call; tool inputs keep the raw JSON text the model streamed."""
         params = self.request_params(request)
         params["stream"] = True
-        assembler = _StreamAssembler(on_text)
-        with self.sdk_errors():
-            stream = await self.client.messages.create(**params)
-            async with stream:
-                async for event in stream:
-                    assembler.feed(event.model_dump())
+        assembler = _StreamAssembler(on_text, self.name)
+        messages = self.client.messages.with_streaming_response
+        async with self.exchange(), messages.create(**params) as answer:
+            async for event in sse_events(answer.http_response.aiter_bytes(), self.name):
+                data = event_json(event, self.name)
+                if data.get("type") == "error" or event.name == "error":
+                    raise self.api_error(None, data, "an error event in the stream")
+                assembler.feed(data)
+                if assembler.stopped:
+                    break
         if not assembler.finished:
             raise LLMConnectionError(
                 f"{self.name}: the stream ended before the message did (no message_delta "
@@ -158,9 +170,7 @@ class AnthropicProvider(SDKProvider[anthropic.AsyncAnthropic]):
         if isinstance(exc, anthropic.APIConnectionError):
             return connection_error(self.name, exc, self._secrets)
         if isinstance(exc, anthropic.APIStatusError):
-            # An ``error`` event inside a stream arrives with the stream's 200 status.
-            status = exc.status_code if exc.status_code >= 400 else None
-            return self.api_error(status, exc.body, exc.message)
+            return self.api_error(exc.status_code, exc.body, exc.message)
         return LLMError(f"{self.name}: {self.redact(str(exc))}")
 
     def request_params(self, request: ChatRequest) -> dict[str, Any]:
@@ -214,55 +224,68 @@ class AnthropicProvider(SDKProvider[anthropic.AsyncAnthropic]):
             len(request.tools),
             thinking,
         )
-        return params
+        sendable: dict[str, Any] = valid_texts(params)  # lone surrogates cannot be sent
+        return sendable
 
-    def parse_message(self, data: dict[str, Any]) -> ChatResponse:
-        """A Messages API ``message`` (as a dict) as a :class:`ChatResponse`.
+    def parse_message(self, data: Any) -> ChatResponse:
+        """A Messages API ``message`` (decoded JSON) as a :class:`ChatResponse`.
 
         Raises:
             LLMError: for an error body delivered with status 200, or a body that is not a
-                message at all.
+                well-formed message.
         """
-        if data.get("type") == "error":
-            raise self.api_error(None, data, "an error answered with HTTP 200")
-        blocks = data.get("content")
-        if not isinstance(blocks, list):
-            raw = self.redact(json.dumps(data, default=str))[:2048]
+        read = Reader(self.name)
+        body = read.object(data, "the body")
+        if body.get("type") == "error":
+            raise self.api_error(None, body, "an error answered with HTTP 200")
+        if not isinstance(body.get("content"), list):
+            raw = self.redact(json.dumps(body, default=str))[:2048]
             raise ProviderAPIError(f"{self.name}: the endpoint did not answer a message: {raw}")
         texts: list[str] = []
         thoughts: list[str] = []
         items: list[ReasoningItem] = []
         calls: list[ToolCall] = []
-        for block in blocks:
-            kind = block.get("type")
+        for where, block in read.items(body, "content", "body"):
+            kind = read.text(block, "type", where)
             if kind == "text":
-                texts.append(block.get("text") or "")
+                texts.append(read.text(block, "text", where))
             elif kind == "thinking":
-                thoughts.append(block.get("thinking") or "")
-                signature = block.get("signature") or ""
+                thoughts.append(read.text(block, "thinking", where))
+                signature = read.text(block, "signature", where)
                 items.append(ReasoningItem(ANTHROPIC_THINKING_PREFIX + signature, thoughts[-1]))
             elif kind == "redacted_thinking":
-                items.append(ReasoningItem(ANTHROPIC_REDACTED_PREFIX + (block.get("data") or "")))
+                data_text = read.text(block, "data", where)
+                items.append(ReasoningItem(ANTHROPIC_REDACTED_PREFIX + data_text))
             elif kind == "tool_use":
-                raw_input = block.get("raw_input")
-                if raw_input is None:
-                    raw_input = json.dumps(block.get("input") or {}, ensure_ascii=False)
-                calls.append(ToolCall(block.get("id") or "", block.get("name") or "", raw_input))
-        usage = data.get("usage") or {}
-        input_tokens = sum(
-            usage.get(k) or 0
-            for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+                calls.append(
+                    ToolCall(
+                        read.text(block, "id", where),
+                        read.text(block, "name", where),
+                        _tool_input(read, block, where),
+                    )
+                )
+        usage = body.get("usage")
+        input_tokens = read.tokens(
+            usage, "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"
         )
-        stop = data.get("stop_reason") or ""
+        stop = read.text(body, "stop_reason", "body")
         return ChatResponse(
-            model=data.get("model") or "",
+            model=read.text(body, "model", "body"),
             message=Message(
                 "assistant", content="\n".join(texts), tool_calls=calls, reasoning_items=items
             ),
             reasoning="\n".join(thoughts),
-            usage=TokenUsage(input_tokens, usage.get("output_tokens") or 0),
+            usage=TokenUsage(input_tokens, read.tokens(usage, "output_tokens")),
             stop_reason=_STOP_REASONS.get(stop, stop),
         )
+
+
+def _tool_input(read: Reader, block: dict[str, Any], where: str) -> str:
+    """A ``tool_use`` block's input as JSON text: as streamed, else the ``input`` object."""
+    if _RAW_INPUT in block:
+        return read.text(block, _RAW_INPUT, where)
+    arguments = read.child(block, "input", where)
+    return valid_text(json.dumps(arguments, ensure_ascii=False))
 
 
 def supports_effort(model: str) -> bool:
@@ -377,8 +400,8 @@ def _assistant_blocks(message: Message, *, with_thinking: bool) -> list[dict[str
     if message.content:
         out.append({"type": "text", "text": message.content})
     for call in message.tool_calls:
-        try:
-            arguments = json.loads(call.input) if call.input else {}
+        try:  # the model's text: bounded, it may be hostile
+            arguments = safejson.loads(call.input) if call.input else {}
         except ValueError:
             arguments = {}
         out.append(
@@ -393,15 +416,16 @@ def _assistant_blocks(message: Message, *, with_thinking: bool) -> list[dict[str
 
 
 class _StreamAssembler:
-    """Rebuilds a ``message`` from Messages API stream events (as dicts).
+    """Rebuilds a ``message`` from Messages API stream events (decoded JSON), type-checked.
 
     Tool inputs are kept as the concatenated raw ``partial_json`` text, so a malformed or
     truncated input reaches the executor as the model wrote it. An event without ``index``
     (a non-compliant server) refers to the block opened last.
     """
 
-    def __init__(self, on_text: Callable[[str], None]) -> None:
+    def __init__(self, on_text: Callable[[str], None], provider: str) -> None:
         self._on_text = on_text
+        self._read = Reader(provider)
         self._message: dict[str, Any] = {"content": [], "usage": {}}
         self._blocks: dict[int, dict[str, Any]] = {}
         self._raw_inputs: dict[int, list[str]] = {}
@@ -409,53 +433,71 @@ class _StreamAssembler:
         self.finished = False
         """Whether the stream said how the message ended (``message_delta`` or
         ``message_stop``); a stream cut short ends without either."""
+        self.stopped = False
+        """Whether ``message_stop`` arrived: nothing after it matters."""
 
     def feed(self, event: dict[str, Any]) -> None:
-        """Take one event."""
-        kind = event.get("type")
+        """Take one event.
+
+        Raises:
+            LLMError: a field of the event has the wrong type.
+        """
+        read = self._read
+        kind = read.text(event, "type", "stream event")
+        where = f"{kind or 'stream'} event"
         if kind == "message_start":
-            self._message = {**event.get("message", {}), "content": []}
-            self._message["usage"] = dict(self._message.get("usage") or {})
+            message = read.child(event, "message", where, required=True)
+            usage = message.get("usage")  # counts never fail a call: read leniently later
+            self._message = {**message, "content": [], "usage": _as_dict(usage)}
         elif kind == "content_block_start":
-            block = dict(event.get("content_block") or {})
-            if block.get("type") == "text" and any(
-                b.get("type") == "text" for b in self._blocks.values()
-            ):
+            block = dict(read.child(event, "content_block", where, required=True))
+            block_type = read.text(block, "type", f"{where}.content_block")
+            for key in ("text", "thinking", "signature"):  # deltas are appended to these
+                if key in block:
+                    block[key] = read.text(block, key, f"{where}.content_block")
+            if block_type == "text" and any(b.get("type") == "text" for b in self._blocks.values()):
                 self._on_text("\n")  # text blocks are joined with newlines
-            index = event.get("index")
+            index = read.index(event, "index", where)
             self._current = len(self._blocks) if index is None else index
             self._blocks[self._current] = block
-            if block.get("type") == "tool_use":
+            if block_type == "tool_use":
                 self._raw_inputs[self._current] = []
         elif kind == "content_block_delta":
-            index = event.get("index")
-            self._delta(self._current if index is None else index, event.get("delta") or {})
+            index = read.index(event, "index", where)
+            delta = read.child(event, "delta", where)
+            self._delta(self._current if index is None else index, delta, f"{where}.delta")
         elif kind == "message_delta":
             self.finished = True
-            delta = event.get("delta") or {}
-            self._message["stop_reason"] = delta.get("stop_reason")
-            usage = self._message["usage"]
-            usage.update({k: v for k, v in (event.get("usage") or {}).items() if v is not None})
+            delta = read.child(event, "delta", where)
+            self._message["stop_reason"] = read.text(delta, "stop_reason", f"{where}.delta")
+            usage = _as_dict(event.get("usage"))
+            self._message["usage"].update({k: v for k, v in usage.items() if v is not None})
         elif kind == "message_stop":
-            self.finished = True
+            self.finished = self.stopped = True
 
-    def _delta(self, index: int, delta: dict[str, Any]) -> None:
+    def _delta(self, index: int, delta: dict[str, Any], where: str) -> None:
+        read = self._read
         block = self._blocks.setdefault(index, {})
-        kind = delta.get("type")
+        kind = read.text(delta, "type", where)
         if kind == "text_delta":
-            block["text"] = (block.get("text") or "") + delta.get("text", "")
-            if delta.get("text"):
-                self._on_text(delta["text"])
+            text = read.text(delta, "text", where)
+            block["text"] = (block.get("text") or "") + text
+            if text:
+                self._on_text(text)
         elif kind == "thinking_delta":
-            block["thinking"] = (block.get("thinking") or "") + delta.get("thinking", "")
+            block["thinking"] = (block.get("thinking") or "") + read.text(delta, "thinking", where)
         elif kind == "signature_delta":
-            block["signature"] = delta.get("signature", "")
+            block["signature"] = read.text(delta, "signature", where)
         elif kind == "input_json_delta":
-            self._raw_inputs.setdefault(index, []).append(delta.get("partial_json", ""))
+            self._raw_inputs.setdefault(index, []).append(read.text(delta, "partial_json", where))
 
     def message(self) -> dict[str, Any]:
         """The assembled message, in the non-streamed response shape."""
         for index, parts in self._raw_inputs.items():
-            self._blocks[index]["raw_input"] = "".join(parts) or "{}"
+            self._blocks[index][_RAW_INPUT] = "".join(parts) or "{}"
         self._message["content"] = [self._blocks[i] for i in sorted(self._blocks)]
         return self._message
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    return dict(value) if isinstance(value, dict) else {}

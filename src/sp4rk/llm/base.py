@@ -9,24 +9,26 @@ connection pool.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from types import TracebackType
 from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 
 from sp4rk.llm._errors_map import (
+    DEADLINE,
     ErrorInfo,
     classify,
     connection_error,
     parse_error_body,
-    redact,
-    scrub_exception,
+    retry_after,
     veto_retry_hook,
 )
-from sp4rk.llm.errors import LLMError
+from sp4rk.llm._secrets import credentials, mask_in_sdk_logs, redact, scrub_exception
+from sp4rk.llm.errors import LLMConnectionError, LLMError
 from sp4rk.llm.types import ChatRequest, ChatResponse, ContentBlock, Message
 
 logger = logging.getLogger("sp4rk.llm")
@@ -59,6 +61,14 @@ class Provider(ABC):
                 "or set ChatRequest.model"
             )
         return model
+
+    def redact(self, text: str) -> str:
+        """``text`` with the credentials this provider was given masked (and key-like words).
+
+        Dumps, cassettes and logging callers wrapped around a provider mask what they write
+        with it.
+        """
+        return redact(text, ())
 
     @abstractmethod
     async def call(self, request: ChatRequest) -> ChatResponse:
@@ -105,18 +115,29 @@ class _Closable(Protocol):
 ClientT = TypeVar("ClientT", bound=_Closable)
 
 
+#: The total deadline of one call when ``timeout`` is not given (the SDKs' read timeout).
+DEFAULT_TIMEOUT = 600.0
+
+
 class SDKProvider(Provider, Generic[ClientT]):
     """A provider around an official SDK client, which it builds (and then owns) or is given.
+
+    Every call runs inside :meth:`exchange`: one total deadline (``timeout``, else
+    :data:`DEFAULT_TIMEOUT`) bounds the whole call, connection, the SDK's retries and their
+    waits, and every read of the answer, streamed or not, so a server that trickles bytes or
+    keep-alive comments cannot hold it longer.
 
     Args:
         model: the model used when a request does not name one.
         client: a ready SDK client, or ``None`` to build one with ``build``.
         build: makes the client from the connection ``options``.
         options: the connection options as passed (``None`` = not given); only checked and
-            searched for the API key here, ``build`` uses them.
+            searched for credentials here, ``build`` uses them. ``timeout`` may come with a
+            ``client``: it is then the deadline only (the client keeps its read timeouts).
 
     Raises:
-        ValueError: ``client`` given together with connection options.
+        ValueError: ``client`` given together with other connection options, or a
+            ``timeout`` that is not a positive number of seconds.
     """
 
     #: The SDK's root exception, translated by :meth:`sdk_errors` (set by each subclass).
@@ -130,15 +151,26 @@ class SDKProvider(Provider, Generic[ClientT]):
         options: Mapping[str, object],
     ) -> None:
         super().__init__(model)
-        if client is not None:
-            given = sorted(name for name, value in options.items() if value is not None)
+        timeout = options.get("timeout")
+        if timeout is not None and (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not 0 < timeout < float("inf")
+        ):
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        self.timeout: float = float(timeout) if timeout is not None else DEFAULT_TIMEOUT
+        """The total deadline of one call, in seconds."""
+        if client is not None:  # the deadline is sp4rk's own: it goes with any client
+            given = sorted(
+                name for name, value in options.items() if value is not None and name != "timeout"
+            )
             if given:
                 raise ValueError(f"pass either client=... or {', '.join(given)}, not both")
             self._client, self._owns_client = client, False
         else:
             self._client, self._owns_client = build(), True
-        keys = (options.get("api_key"), *(getattr(self._client, a, None) for a in _KEY_ATTRS))
-        self._secrets: tuple[str, ...] = tuple({k for k in keys if isinstance(k, str) and k})
+        self._secrets = _client_credentials(self._client, options)
+        mask_in_sdk_logs(self._secrets)
 
     @property
     def client(self) -> ClientT:
@@ -150,21 +182,56 @@ class SDKProvider(Provider, Generic[ClientT]):
         if self._owns_client:
             await self._client.close()
 
+    @asynccontextmanager
+    async def exchange(self) -> AsyncIterator[None]:
+        """Run one call inside the block: its total deadline, and errors as sp4rk's.
+
+        Raises:
+            LLMConnectionError: (retryable) the deadline passed before the answer was complete.
+            LLMError: as :meth:`sdk_errors` says.
+        """
+        deadline = asyncio.get_running_loop().time() + self.timeout
+        token = DEADLINE.set(deadline)  # read by the retry hook: no wait past the deadline
+        timer = asyncio.timeout_at(deadline)
+        try:
+            async with timer:
+                with self.sdk_errors():
+                    yield
+        except TimeoutError:
+            if not timer.expired():
+                raise
+            raise LLMConnectionError(
+                f"{self.name}: no complete answer within the call's deadline of "
+                f"{self.timeout:g} s (timeout=...): the server is slow, or trickles its "
+                "answer; retry, or pass a larger timeout",
+                retryable=True,
+            ) from None
+        finally:
+            DEADLINE.reset(token)
+
     @contextmanager
     def sdk_errors(self) -> Iterator[None]:
         """Re-raise the SDK's exceptions inside the block as sp4rk's, secrets masked.
 
-        A transport failure of the SDK's HTTP library that the SDK lets through (a connection
-        dropped while a stream is read, typically) becomes a retryable
-        :class:`~sp4rk.llm.errors.LLMConnectionError` too.
+        A failure of the SDK's HTTP library (a connection dropped while a stream is read, a
+        body that cannot be decoded) becomes a retryable
+        :class:`~sp4rk.llm.errors.LLMConnectionError` too. The ``Retry-After`` of a retryable
+        error answer becomes the exception's ``retry_after``.
         """
         try:
             yield
         except self.sdk_error as exc:
+            error = self.translate(exc)
+            response = getattr(exc, "response", None)
+            if error.retryable and error.retry_after is None and response is not None:
+                wait = retry_after(response.headers)
+                if wait is not None:
+                    error.retry_after = wait
+                    error.args = (f"{error} (the server asks to retry after {wait:g} s)",)
             scrub_exception(exc, self._secrets)
-            raise self.translate(exc) from exc
+            raise error from exc
         except Exception as exc:
-            if not _is_transport_error(exc):
+            if not _is_http_library_error(exc):
                 raise
             scrub_exception(exc, self._secrets)
             raise connection_error(self.name, exc, self._secrets) from exc
@@ -184,7 +251,7 @@ class SDKProvider(Provider, Generic[ClientT]):
         return classify(status, info, provider=self.name, secrets=self._secrets)
 
     def redact(self, text: str) -> str:
-        """``text`` with this provider's secrets masked."""
+        """``text`` with this provider's credentials (and key-like words) masked."""
         return redact(text, self._secrets)
 
 
@@ -193,16 +260,32 @@ _KEY_ATTRS = ("api_key", "auth_token")
 _HTTP_LIBRARIES = ("httpx2", "httpx")
 
 
-def _is_transport_error(exc: Exception) -> bool:
-    """Whether ``exc`` is a transport error of an HTTP library the SDKs use.
+def _client_credentials(client: object, options: Mapping[str, object]) -> frozenset[str]:
+    """Every credential the client sends: keys, header values, query values, URL password."""
+    headers: dict[str, object] = {}
+    for source in (options.get("default_headers"), getattr(client, "default_headers", None)):
+        if isinstance(source, Mapping):
+            headers.update({str(k): v for k, v in source.items()})
+    query = getattr(client, "default_query", None)
+    return credentials(
+        keys=(options.get("api_key"), *(getattr(client, a, None) for a in _KEY_ATTRS)),
+        headers=headers,
+        query=query if isinstance(query, Mapping) else None,
+        urls=(options.get("base_url"), getattr(client, "base_url", None)),
+    )
 
-    Only libraries already imported are checked: an exception of one cannot exist otherwise,
-    and importing one here would load it for nothing.
+
+def _is_http_library_error(exc: Exception) -> bool:
+    """Whether ``exc`` is a request error of an HTTP library the SDKs use.
+
+    Transport failures and undecodable bodies alike. Only libraries already imported are
+    checked: an exception of one cannot exist otherwise, and importing one here would load it
+    for nothing.
     """
     for name in _HTTP_LIBRARIES:
         library = sys.modules.get(name)
-        transport_error = getattr(library, "TransportError", None)
-        if isinstance(transport_error, type) and isinstance(exc, transport_error):
+        request_error = getattr(library, "RequestError", None)
+        if isinstance(request_error, type) and isinstance(exc, request_error):
             return True
     return False
 
@@ -231,8 +314,12 @@ def build_sdk_client(
     try:
         return factory(**kwargs)
     except sdk_error as exc:
-        key = options.get("api_key")
-        secrets = (key,) if isinstance(key, str) else ()
+        headers = options.get("default_headers")
+        secrets = credentials(
+            keys=(options.get("api_key"),),
+            headers=headers if isinstance(headers, Mapping) else None,
+            urls=(options.get("base_url"),),
+        )
         raise LLMError(
             f"{provider}: cannot create the client: {redact(str(exc), secrets)}"
         ) from None

@@ -1,9 +1,11 @@
 """Record real model calls to a JSONL cassette, and replay them for deterministic tests.
 
 A cassette is a dump file (the format of ``sp4rk.agent.DumpCaller``): one JSON object per
-line, ``{"ts", "direction": "request"|"response", "data": <to_dict()>, "error"?}``, a request
-followed by its response. Both lines of an exchange are written together once the call has
-ended, so calls made concurrently never interleave. Record a run once against a real
+line, ``{"ts", "direction": "request"|"response", "id", "data": <to_dict()>, "error"?}``. The
+request line is written when the call starts (a call that hangs still leaves it), the
+response line when it ends; both carry the call's ``id``, so calls made concurrently pair up
+whatever the order of their lines. Every string written is masked with the credentials of
+the caller being recorded (see ``Provider.redact``). Record a run once against a real
 provider::
 
     async with RecordingLLM(OpenAIChatProvider("gpt-4o-mini"), "run.jsonl") as llm:
@@ -18,9 +20,12 @@ then replay it offline, as often as you like::
 ``ReplayLLM`` answers each request with the response recorded for an identical request
 (compared by a canonical hash of its JSON form), so the agent must take the same path it took
 when recording. A request that was never recorded fails with :class:`CassetteMissError` and a
-diff against the request the cassette expected next. Failed calls replay as the same
-exception type, with the same ``status_code``, ``retryable`` and ``code``: an overflow recorded
-as ``ContextWindowExceededError`` replays as one.
+diff against the request the cassette expected next. Key-shaped text (``sk-...``) is masked
+in live requests as in recorded ones before they are compared; a request that held another
+credential, masked when recorded, needs a ``normalize`` function to match. Failed calls
+replay as the same exception type, with the same ``status_code``, ``retryable``,
+``retry_after`` and ``code``: an overflow recorded as ``ContextWindowExceededError`` replays
+as one.
 """
 
 from __future__ import annotations
@@ -31,18 +36,23 @@ import hashlib
 import json
 import os
 import threading
+import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any, Self
+from typing import IO, Any, Self, cast
 
-from sp4rk.llm import errors
+from sp4rk._internal import safejson
+from sp4rk.llm import _secrets, errors
+from sp4rk.llm._secrets import map_strings
 from sp4rk.llm.types import ChatRequest, ChatResponse
 
 #: Maps a request's JSON form to what should be compared (drop volatile fields here).
 Normalizer = Callable[[dict[str, Any]], dict[str, Any]]
 _DIFF_LINES = 60
+#: Nesting accepted in a cassette line (requests carry tool schemas).
+_MAX_LINE_DEPTH = 200
 
 
 def dump_record(
@@ -51,12 +61,14 @@ def dump_record(
     error: BaseException | None = None,
     *,
     ts: datetime | None = None,
+    call_id: str = "",
+    redact: Callable[[str], str] | None = None,
 ) -> str:
     """One cassette/dump line (without the newline).
 
     A failed call's line carries ``error`` (the message) and ``error_type`` (the class name);
-    for an :class:`~sp4rk.llm.errors.LLMError` also ``error_status_code`` and
-    ``error_retryable``, and ``error_code`` for a
+    for an :class:`~sp4rk.llm.errors.LLMError` also ``error_status_code``,
+    ``error_retryable`` and ``error_retry_after``, and ``error_code`` for a
     :class:`~sp4rk.llm.errors.ProviderAPIError`, so a replay raises an equal exception.
 
     Args:
@@ -64,47 +76,68 @@ def dump_record(
         data: the request or response as ``to_dict()``; ``None`` for a failed call.
         error: the exception of a failed call.
         ts: when it happened (default: now).
+        call_id: the call's id, the same on its request and response lines.
+        redact: applied to every string of the record (masks credentials).
     """
     record: dict[str, Any] = {
         "ts": (ts or datetime.now(UTC)).isoformat(timespec="microseconds"),
         "direction": direction,
-        "data": data,
     }
+    if call_id:
+        record["id"] = call_id
+    record["data"] = data
     if error is not None:
         record["error"] = str(error)
         record["error_type"] = type(error).__name__
         if isinstance(error, errors.LLMError):
             record["error_status_code"] = error.status_code
             record["error_retryable"] = error.retryable
+            if error.retry_after is not None:
+                record["error_retry_after"] = error.retry_after
         if isinstance(error, errors.ProviderAPIError):
             record["error_code"] = error.code
+    if redact is not None:
+        record = map_strings(record, redact)
     return json.dumps(record, ensure_ascii=False)
 
 
-def exchange_lines(
-    request: ChatRequest,
-    sent: datetime,
-    response: ChatResponse | None,
-    error: BaseException | None = None,
-) -> str:
-    """The request line and the response (or error) line of one call, each ending in a newline.
+def redactor_for(caller: object) -> Callable[[str], str]:
+    """The credential masking of ``caller`` (a provider, a router, a decorator of one).
 
-    Writers emit both with a single write once the call is over, so exchanges made
-    concurrently never interleave and a replay pairs every response with its request.
-
-    Args:
-        request: the request sent.
-        sent: when it was sent (the request line's timestamp).
-        response: the response, or ``None`` when the call failed.
-        error: the exception of a failed call.
+    Callers without one get the masking of key-shaped words (``sk-...``) only.
     """
-    answer = None if response is None else response.to_dict()
-    return (
-        dump_record("request", request.to_dict(), ts=sent)
-        + "\n"
-        + dump_record("response", answer, error)
-        + "\n"
-    )
+    redact = getattr(caller, "redact", None)
+    if callable(redact):
+        return cast("Callable[[str], str]", redact)
+    return _mask_key_shaped
+
+
+def _mask_key_shaped(text: str) -> str:
+    return _secrets.redact(text, ())
+
+
+async def record_call(
+    request: ChatRequest,
+    send: Callable[[], Awaitable[ChatResponse]],
+    write: Callable[[str], None],
+    redact: Callable[[str], str],
+) -> ChatResponse:
+    """Call ``send`` and write the request line before it, the response line after it.
+
+    Each ``write`` gets one whole line (newline included): writers lock around it, so lines of
+    concurrent calls never mix. A failed call's response line holds its exception; a
+    cancelled call leaves its request line alone (replay ignores it).
+    """
+    call_id = uuid.uuid4().hex
+    write(dump_record("request", request.to_dict(), call_id=call_id, redact=redact) + "\n")
+    try:
+        response = await send()
+    except Exception as exc:
+        write(dump_record("response", None, exc, call_id=call_id, redact=redact) + "\n")
+        raise
+    answer = response.to_dict()
+    write(dump_record("response", answer, call_id=call_id, redact=redact) + "\n")
+    return response
 
 
 def request_key(request: dict[str, Any], normalize: Normalizer | None = None) -> str:
@@ -124,6 +157,9 @@ def _recorded_error(record: dict[str, Any]) -> errors.LLMError:
         "status_code": status if isinstance(status, int) else None,
         "retryable": record.get("error_retryable") is True,
     }
+    wait = record.get("error_retry_after")
+    if isinstance(wait, int | float) and not isinstance(wait, bool):
+        options["retry_after"] = float(wait)
     if issubclass(cls, errors.ProviderAPIError):
         options["code"] = str(record.get("error_code") or "")
     return cls(str(record["error"]), **options)
@@ -137,9 +173,10 @@ class RecordingLLM:
     """Forwards every call to ``inner`` and appends the request and response to a cassette.
 
     Streaming is forwarded when ``inner`` streams. The file is truncated when the recorder is
-    created, and closed by ``aclose()`` (or ``async with``). Each exchange is written (and
-    flushed) when its call ends: a failed call is recorded with its exception, a cancelled one
-    not at all.
+    created, and closed by ``aclose()`` (or ``async with``). The request line is written (and
+    flushed) when the call starts, the response line when it ends: a failed call is recorded
+    with its exception, a cancelled one keeps its request line only. Strings are masked with
+    ``inner``'s credentials (:func:`redactor_for`).
 
     Args:
         inner: the real caller (a provider, a router, ...).
@@ -171,14 +208,11 @@ class RecordingLLM:
     async def _record(
         self, request: ChatRequest, send: Callable[[], Awaitable[ChatResponse]]
     ) -> ChatResponse:
-        sent = datetime.now(UTC)
-        try:
-            response = await send()
-        except Exception as exc:
-            self._write(exchange_lines(request, sent, None, exc))
-            raise
-        self._write(exchange_lines(request, sent, response))
-        return response
+        return await record_call(request, send, self._write, redactor_for(self.inner))
+
+    def redact(self, text: str) -> str:
+        """``text`` masked as ``inner`` masks it (so recorders stack with dumps)."""
+        return redactor_for(self.inner)(text)
 
     def _write(self, lines: str) -> None:
         with self._lock:
@@ -229,25 +263,36 @@ class ReplayLLM:
         self._answers: dict[str, collections.deque[dict[str, Any]]] = {}
         self._used: set[int] = set()
         self.requests: list[ChatRequest] = []
-        pending: dict[str, Any] | None = None
+        pending: dict[str, Any] | None = None  # a request line without an id
+        by_id: dict[str, dict[str, Any]] = {}
         for number, line in enumerate(self.path.read_text(encoding="utf-8").splitlines(), 1):
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
+                record = safejson.loads(line, max_depth=_MAX_LINE_DEPTH, allow_duplicate_keys=True)
             except ValueError as exc:
                 raise ValueError(f"{self.path}:{number}: not a JSON line: {exc}") from None
+            if not isinstance(record, dict):
+                raise ValueError(f"{self.path}:{number}: not a dump record (a JSON object)")
+            call_id = record.get("id")
+            data = record.get("data") or {}
             if record.get("direction") == "request":
-                pending = record.get("data") or {}
-            elif pending is None:
-                raise ValueError(f"{self.path}:{number}: a response without a request")
+                if isinstance(call_id, str) and call_id:
+                    by_id[call_id] = data
+                else:
+                    pending = data
+                continue
+            if isinstance(call_id, str) and call_id in by_id:
+                request = by_id.pop(call_id)
+            elif pending is not None and not call_id:
+                request, pending = pending, None
             else:
-                key = request_key(pending, normalize)
-                self._answers.setdefault(key, collections.deque()).append(
-                    {**record, "_index": len(self._order)}
-                )
-                self._order.append((key, pending))
-                pending = None
+                raise ValueError(f"{self.path}:{number}: a response without a request")
+            key = self._key(request)
+            self._answers.setdefault(key, collections.deque()).append(
+                {**record, "_index": len(self._order)}
+            )
+            self._order.append((key, request))
 
     @property
     def remaining(self) -> int:
@@ -262,7 +307,7 @@ class ReplayLLM:
         """
         self.requests.append(request)
         data = request.to_dict()
-        queue = self._answers.get(request_key(data, self._normalize))
+        queue = self._answers.get(self._key(data))
         if not queue:
             raise CassetteMissError(self._miss_message(data))
         record: dict[str, Any] = queue.popleft()
@@ -291,6 +336,10 @@ class ReplayLLM:
                 f"{self.path}: {self.remaining} of {len(self._order)} recorded call(s) were "
                 "not replayed: the agent stopped earlier than when it was recorded"
             )
+
+    def _key(self, request: dict[str, Any]) -> str:
+        """The request's hash, key-shaped text masked (a recording masks it too)."""
+        return request_key(map_strings(request, _mask_key_shaped), self._normalize)
 
     def _miss_message(self, data: dict[str, Any]) -> str:
         expected = next(

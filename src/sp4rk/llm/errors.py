@@ -2,9 +2,11 @@
 
 ::
 
-    LLMError                          any failure of a model call (status_code, retryable)
+    LLMError                          any failure of a model call (status_code, retryable,
+    │                                 retry_after)
     ├── ContextWindowExceededError    the request does not fit the model's window
-    ├── LLMConnectionError            no HTTP answer: refused, reset, timed out (retryable)
+    ├── LLMConnectionError            no (complete) HTTP answer: refused, reset, cut, or past
+    │                                 the call's deadline (retryable)
     └── ProviderAPIError              the provider answered with an error status
         ├── RateLimitError            HTTP 429 (a tokens-per-minute "request too large" too)
         │   └── QuotaExceededError    429 for an exhausted quota or billing (never retryable)
@@ -24,14 +26,22 @@ class LLMError(Exception):
     Attributes:
         status_code: the HTTP status, when there was one.
         retryable: whether trying the same call again may succeed.
+        retry_after: seconds the server asked to wait before trying again (its
+            ``Retry-After``), when it said so and the provider did not wait itself.
     """
 
     def __init__(
-        self, message: str, *, status_code: int | None = None, retryable: bool = False
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        retryable: bool = False,
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(message)
         self.status_code = status_code
         self.retryable = retryable
+        self.retry_after = retry_after
 
 
 class ContextWindowExceededError(LLMError):
@@ -56,9 +66,12 @@ class ProviderAPIError(LLMError):
         *,
         status_code: int | None = None,
         retryable: bool = False,
+        retry_after: float | None = None,
         code: str = "",
     ) -> None:
-        super().__init__(message, status_code=status_code, retryable=retryable)
+        super().__init__(
+            message, status_code=status_code, retryable=retryable, retry_after=retry_after
+        )
         self.code = code
 
 

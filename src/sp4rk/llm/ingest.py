@@ -10,15 +10,12 @@ was wrong, so nothing else in the loop has to be defensive about it.
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 from sp4rk._internal.text import valid_text
+from sp4rk.llm._shape import token_count
 from sp4rk.llm.errors import LLMError
 from sp4rk.llm.types import ChatResponse, Message, ReasoningItem, TokenUsage, ToolCall
-
-#: Largest token count taken at face value; anything above is treated as unreported.
-MAX_TOKEN_COUNT = 10**9
 
 
 class MalformedResponseError(LLMError):
@@ -54,7 +51,7 @@ def checked_response(response: object) -> ChatResponse:
     response.stop_reason = _text(response.stop_reason, "stop_reason")
     response.model = _text(response.model, "model")
     usage = response.usage if isinstance(response.usage, TokenUsage) else TokenUsage()
-    response.usage = TokenUsage(_count(usage.input_tokens), _count(usage.output_tokens))
+    response.usage = TokenUsage(token_count(usage.input_tokens), token_count(usage.output_tokens))
     return response
 
 
@@ -76,13 +73,3 @@ def _call(call: object, index: int) -> ToolCall:
     call.name = _text(call.name, f"tool call {index} name")
     call.id = _text(call.id, f"tool call {index} id")
     return call
-
-
-def _count(value: object) -> int:
-    """A reported token count as a sane int; anything unusable counts as not reported (0)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return 0
-    if isinstance(value, float) and not math.isfinite(value):
-        return 0
-    count = int(value)
-    return count if 0 <= count <= MAX_TOKEN_COUNT else 0

@@ -36,6 +36,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "source; see docs/providers.md for the build flags)"
     ) from exc
 
+from sp4rk._internal import safejson
 from sp4rk.llm._chat_format import ChatStreamAssembler, parse_chat_completion
 from sp4rk.llm._schema import openai_parameters
 from sp4rk.llm.base import Provider, content_blocks, logger, system_parts
@@ -395,16 +396,18 @@ def _text(message: Message) -> str:
 
 def _as_tool_call(response: ChatResponse) -> ChatResponse:
     """Turn the grammar-constrained JSON reply into a tool call (unless it was cut short)."""
-    try:
-        call = json.loads(response.message.content)
+    try:  # model text: parsed within bounds
+        call = safejson.loads(response.message.content)
     except ValueError:
         return response  # cut at max_tokens: stop_reason already says so
+    if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+        return response
     response.message.content = ""
     response.message.tool_calls = [
         ToolCall(
             "call_0",  # one call per reply; the context window makes ids unique in a history
             call["name"],
-            json.dumps(call["arguments"], ensure_ascii=False),
+            json.dumps(call.get("arguments") or {}, ensure_ascii=False),
         )
     ]
     response.stop_reason = "tool_use"

@@ -6,6 +6,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from sp4rk._internal.text import valid_texts
+from sp4rk.llm._answer import event_json, read_json, sse_events
 from sp4rk.llm._chat_format import (
     ChatStreamAssembler,
     chat_messages,
@@ -37,7 +39,8 @@ class OpenAIChatProvider(OpenAIProviderBase):
         base_url: a compatible server's URL (``None``: ``OPENAI_BASE_URL`` or OpenAI).
         client: a ready ``openai.AsyncOpenAI`` (then leave the connection options unset).
         max_retries: SDK retries of transient failures; ``None`` keeps the SDK default.
-        timeout: seconds per request; ``None`` keeps the SDK default.
+        timeout: the total deadline of one call in seconds (connection, retries and every
+            read; ``None``: 600 s); also the SDK's per-read timeout. Allowed with ``client``.
         default_headers: extra headers sent with every request.
         extra_body: extra JSON fields merged into every request body (fields sp4rk sets win).
     """
@@ -68,10 +71,10 @@ class OpenAIChatProvider(OpenAIProviderBase):
     async def call(self, request: ChatRequest) -> ChatResponse:
         """Send ``request`` as one Chat Completions call."""
         params = self.request_params(request)
-        with self.sdk_errors():
-            completion = await self.client.chat.completions.create(**params)
-        data = completion.model_dump()
-        if not data.get("choices") and data.get("error"):
+        completions = self.client.chat.completions.with_streaming_response
+        async with self.exchange(), completions.create(**params) as answer:
+            data = await read_json(answer.http_response.aiter_bytes(), self.name)
+        if isinstance(data, dict) and not data.get("choices") and data.get("error"):
             raise self._error_in_body(data)
         return parse_chat_completion(data, provider=self.name)
 
@@ -83,11 +86,15 @@ class OpenAIChatProvider(OpenAIProviderBase):
         params["stream"] = True
         params["stream_options"] = {"include_usage": True}
         assembler = ChatStreamAssembler(on_text, provider=self.name)
-        with self.sdk_errors():
-            stream = await self.client.chat.completions.create(**params)
-            async with stream:
-                async for chunk in stream:
-                    assembler.feed(chunk.model_dump())
+        completions = self.client.chat.completions.with_streaming_response
+        async with self.exchange(), completions.create(**params) as answer:
+            async for event in sse_events(answer.http_response.aiter_bytes(), self.name):
+                if event.data.strip() == "[DONE]":
+                    break
+                chunk = event_json(event, self.name)
+                if chunk.get("error"):
+                    raise self.api_error(None, chunk, "an error in the stream")
+                assembler.feed(chunk)
         return parse_chat_completion(assembler.completion(), provider=self.name)
 
     def _error_in_body(self, data: dict[str, Any]) -> LLMError:
@@ -99,7 +106,11 @@ class OpenAIChatProvider(OpenAIProviderBase):
         """
         error = data["error"]
         code = error.get("code") if isinstance(error, dict) else None
-        status = code if isinstance(code, int) and 400 <= code <= 599 else None
+        status = (
+            code
+            if isinstance(code, int) and not isinstance(code, bool) and 400 <= code <= 599
+            else None
+        )
         return self.api_error(status, data, "an error answered with HTTP 200")
 
     def request_params(self, request: ChatRequest) -> dict[str, Any]:
@@ -132,7 +143,8 @@ class OpenAIChatProvider(OpenAIProviderBase):
             len(params["messages"]),
             len(request.tools),
         )
-        return params
+        sendable: dict[str, Any] = valid_texts(params)  # lone surrogates cannot be sent
+        return sendable
 
 
 def _reasoning_params(

@@ -6,8 +6,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from sp4rk._internal.text import valid_texts
+from sp4rk.llm._answer import event_json, read_json, sse_events
 from sp4rk.llm._openai_common import OpenAIProviderBase
 from sp4rk.llm._schema import openai_strict_parameters
+from sp4rk.llm._shape import Reader
 from sp4rk.llm.base import (
     ANTHROPIC_REDACTED_PREFIX,
     ANTHROPIC_THINKING_PREFIX,
@@ -54,7 +57,8 @@ class OpenAIResponsesProvider(OpenAIProviderBase):
         base_url: a compatible server's URL (``None``: ``OPENAI_BASE_URL`` or OpenAI).
         client: a ready ``openai.AsyncOpenAI`` (then leave the connection options unset).
         max_retries: SDK retries of transient failures; ``None`` keeps the SDK default.
-        timeout: seconds per request; ``None`` keeps the SDK default.
+        timeout: the total deadline of one call in seconds (connection, retries and every
+            read; ``None``: 600 s); also the SDK's per-read timeout. Allowed with ``client``.
         default_headers: extra headers sent with every request.
         store: whether the server keeps the responses. ``None``: ``False`` at OpenAI, and
             not sent to other servers (which then get reasoning items by id and summary).
@@ -91,9 +95,10 @@ class OpenAIResponsesProvider(OpenAIProviderBase):
     async def call(self, request: ChatRequest) -> ChatResponse:
         """Send ``request`` as one Responses API call."""
         params = self.request_params(request)
-        with self.sdk_errors():
-            response = await self.client.responses.create(**params)
-        return self.parse_response(response.model_dump())
+        responses = self.client.responses.with_streaming_response
+        async with self.exchange(), responses.create(**params) as answer:
+            data = await read_json(answer.http_response.aiter_bytes(), self.name)
+        return self.parse_response(data)
 
     async def call_stream(
         self, request: ChatRequest, on_text: Callable[[str], None]
@@ -101,19 +106,22 @@ class OpenAIResponsesProvider(OpenAIProviderBase):
         """Stream the call: ``on_text`` gets each output-text delta."""
         params = self.request_params(request)
         params["stream"] = True
+        read = Reader(self.name)
         final: dict[str, Any] | None = None
-        with self.sdk_errors():
-            stream = await self.client.responses.create(**params)
-            async with stream:
-                async for event in stream:
-                    data = event.model_dump()
-                    kind = data.get("type")
-                    if kind == "response.output_text.delta" and data.get("delta"):
-                        on_text(data["delta"])
-                    elif kind in ("response.completed", "response.incomplete", "response.failed"):
-                        final = data.get("response") or {}
-                    elif kind == "error":
-                        raise self.api_error(None, data, "error event in the stream")
+        responses = self.client.responses.with_streaming_response
+        async with self.exchange(), responses.create(**params) as answer:
+            async for event in sse_events(answer.http_response.aiter_bytes(), self.name):
+                data = event_json(event, self.name)
+                where = f"stream event {event.name or 'data'!r}"
+                kind = read.text(data, "type", where)
+                if kind == "response.output_text.delta":
+                    if delta := read.text(data, "delta", where):
+                        on_text(delta)
+                elif kind in ("response.completed", "response.incomplete", "response.failed"):
+                    final = read.child(data, "response", where, required=True)
+                    break
+                elif kind == "error":
+                    raise self.api_error(None, data, "error event in the stream")
         if final is None:
             raise LLMConnectionError(
                 f"{self.name}: the stream ended without a final response", retryable=True
@@ -159,7 +167,8 @@ class OpenAIResponsesProvider(OpenAIProviderBase):
             len(params["input"]),
             len(request.tools),
         )
-        return params
+        sendable: dict[str, Any] = valid_texts(params)  # lone surrogates cannot be sent
+        return sendable
 
     def _input_items(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
@@ -205,50 +214,60 @@ class OpenAIResponsesProvider(OpenAIProviderBase):
             out.append(entry)
         return out
 
-    def parse_response(self, data: dict[str, Any]) -> ChatResponse:
-        """A ``response`` object (as a dict) as a :class:`ChatResponse`.
+    def parse_response(self, data: Any) -> ChatResponse:
+        """A ``response`` object (decoded JSON) as a :class:`ChatResponse`.
 
         Raises:
-            LLMError: for a ``failed`` response, classified like an HTTP error.
+            LLMError: for a ``failed`` response, classified like an HTTP error; for a body
+                that is not a well-formed response object.
         """
-        if data.get("status") == "failed":
-            raise self.api_error(None, data.get("error") or {}, "the response failed")
+        read = Reader(self.name)
+        body = read.object(data, "the body")
+        status = read.text(body, "status", "body")
+        if status == "failed":
+            raise self.api_error(None, body.get("error") or {}, "the response failed")
         texts: list[str] = []
         calls: list[ToolCall] = []
         items: list[ReasoningItem] = []
         summaries: list[str] = []
-        for item in data.get("output") or []:
-            kind = item.get("type")
+        output = read.items(body, "output", "body", required=True)
+        for position, (where, item) in enumerate(output):
+            kind = read.text(item, "type", where)
             if kind == "message":
                 texts += [
-                    p.get("text") or ""
-                    for p in item.get("content") or []
-                    if p.get("type") == "output_text"
+                    read.text(part, "text", part_where)
+                    for part_where, part in read.items(item, "content", where)
+                    if read.text(part, "type", part_where) == "output_text"
                 ]
             elif kind == "function_call":
+                call_id = read.text(item, "call_id", where) or read.text(item, "id", where)
                 calls.append(
                     ToolCall(
-                        item.get("call_id") or item.get("id") or "",
-                        item.get("name") or "",
-                        item.get("arguments") or "{}",
+                        call_id or f"call_{position}",
+                        read.text(item, "name", where),
+                        read.text(item, "arguments", where) or "{}",
                     )
                 )
             elif kind == "reasoning":
-                summary = "\n".join(s.get("text") or "" for s in item.get("summary") or [])
+                summary = "\n".join(
+                    read.text(part, "text", part_where)
+                    for part_where, part in read.items(item, "summary", where)
+                )
                 if summary:
                     summaries.append(summary)
-                if item.get("id"):
-                    items.append(ReasoningItem(item["id"], summary))
-                    self._remember(item["id"], item.get("encrypted_content"))
+                if item_id := read.text(item, "id", where):
+                    items.append(ReasoningItem(item_id, summary))
+                    self._remember(item_id, read.text(item, "encrypted_content", where))
         reasoning = "\n".join(summaries)
-        incomplete = (data.get("incomplete_details") or {}).get("reason")
-        if data.get("status") == "incomplete" and incomplete == "max_output_tokens":
+        details = read.child(body, "incomplete_details", "body")
+        incomplete = read.text(details, "reason", "body.incomplete_details")
+        if status == "incomplete" and incomplete == "max_output_tokens":
             stop = "max_tokens"
         else:
             stop = "tool_use" if calls else "end_turn"
-        usage = data.get("usage") or {}
+        usage = body.get("usage")
         return ChatResponse(
-            model=data.get("model") or "",
+            model=read.text(body, "model", "body"),
             message=Message(
                 "assistant",
                 content="".join(texts),
@@ -257,12 +276,14 @@ class OpenAIResponsesProvider(OpenAIProviderBase):
                 reasoning_items=items,
             ),
             reasoning=reasoning,
-            usage=TokenUsage(usage.get("input_tokens") or 0, usage.get("output_tokens") or 0),
+            usage=TokenUsage(
+                read.tokens(usage, "input_tokens"), read.tokens(usage, "output_tokens")
+            ),
             stop_reason=stop,
         )
 
-    def _remember(self, item_id: str, encrypted: Any) -> None:
-        if not isinstance(encrypted, str) or not encrypted:
+    def _remember(self, item_id: str, encrypted: str) -> None:
+        if not encrypted:
             return
         self._encrypted[item_id] = encrypted
         self._encrypted.move_to_end(item_id)

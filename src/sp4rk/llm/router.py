@@ -148,6 +148,12 @@ class Router(Provider):
         response.model = response.model or bare
         return response
 
+    def redact(self, text: str) -> str:
+        """``text`` with the credentials of every provider the router built masked."""
+        for provider in list(self._providers.values()):
+            text = provider.redact(text)
+        return super().redact(text)
+
     async def aclose(self) -> None:
         """Close every provider the router built."""
         providers, self._providers = list(self._providers.values()), {}
