@@ -11,7 +11,7 @@ import pytest
 from sp4rk.tools import Tool
 from sp4rk.tools.builtins import Confinement, builtin_tools, search_tools
 from sp4rk.tools.builtins import search as search_module
-from sp4rk.tools.builtins.search import IgnoreRules, glob_to_regex
+from sp4rk.tools.builtins.search import IgnoreRules, compile_glob
 from tests.tools.builtin_helpers import by_name, call
 
 
@@ -160,11 +160,11 @@ async def test_a_very_deep_tree_is_walked_as_far_as_possible(deep_ws: Path) -> N
     ],
 )
 def test_glob_translation(pattern: str, yes: list[str], no: list[str]) -> None:
-    regex = glob_to_regex(pattern)
+    glob = compile_glob(pattern)
     for path in yes:
-        assert regex.match(path), (pattern, path)
+        assert glob.match(path), (pattern, path)
     for path in no:
-        assert not regex.match(path), (pattern, path)
+        assert not glob.match(path), (pattern, path)
 
 
 def test_ignore_rules_deeper_files_win() -> None:

@@ -162,8 +162,9 @@ async def run_process(
     tail_bytes: int = 0,
     kill_on_cap: bool = False,
     pass_fds: Sequence[int] = (),
+    input: bytes | None = None,
 ) -> ProcessOutcome:
-    """Run ``argv`` with stdin closed, stdout+stderr merged and capped while reading.
+    """Run ``argv`` with stdin closed (or fed ``input``), stdout+stderr merged and capped.
 
     The child leads its own process group. The wait ends when the command exits (output
     still in flight gets :data:`DRAIN_GRACE` seconds), at the timeout, or on cancellation;
@@ -181,6 +182,8 @@ async def run_process(
         kill_on_cap: kill the group as soon as the output passes ``max_output_bytes``
             instead of draining (and dropping) the rest.
         pass_fds: descriptors the child inherits.
+        input: bytes written to the child's stdin, which is then closed (``None``: stdin is
+            ``/dev/null``).
     """
     loop = asyncio.get_running_loop()
     tag = secrets.token_hex(16)
@@ -188,7 +191,7 @@ async def run_process(
     transport, collector = await loop.subprocess_exec(
         lambda: _Collector(capture, kill_on_cap),
         *argv,
-        stdin=asyncio.subprocess.DEVNULL,
+        stdin=asyncio.subprocess.DEVNULL if input is None else asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
         cwd=cwd,
@@ -197,6 +200,11 @@ async def run_process(
         pass_fds=tuple(pass_fds),
     )
     pid = transport.get_pid()
+    if input is not None:
+        stdin = transport.get_pipe_transport(0)
+        assert isinstance(stdin, asyncio.WriteTransport)
+        stdin.write(input)
+        stdin.close()  # after the buffer is written; a child that exits early just drops it
     timed_out = False
     try:
         try:

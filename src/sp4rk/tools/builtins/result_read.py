@@ -1,10 +1,17 @@
-"""``tool_result_read``: page through or search a cached (full) tool result."""
+"""``tool_result_read``: page through or search a cached (full) tool result.
+
+The search pattern is the model's, so it runs through ``rg`` (finite automata: linear time,
+never catastrophic backtracking) in a process that is killed at :data:`PATTERN_TIMEOUT` or
+when the call is cancelled; the event loop and the GIL are never held by it.
+"""
 
 from __future__ import annotations
 
-import re
+import json
 
+from sp4rk._internal.proc import allowlisted_environment, run_process
 from sp4rk.tools.base import ToolError
+from sp4rk.tools.builtins.search import find_rg, rg_text
 from sp4rk.tools.context import RunContext
 from sp4rk.tools.function import tool
 
@@ -18,10 +25,14 @@ MAX_MATCH_LINE_CHARS = 500
 MAX_PAGE_LINE_CHARS = 2000
 #: Characters of one line returned per ``line=`` call; ``char_offset`` pages through the rest.
 LINE_CHUNK_CHARS = 20_000
+#: Seconds a pattern search may take before it is stopped.
+PATTERN_TIMEOUT = 10.0
+#: Output of ``rg`` read before the search is stopped (its matches are counted up to there).
+_RG_MAX_OUTPUT_BYTES = 8 * 1024 * 1024
 
 
 @tool(name="tool_result_read", untrusted=True, read_only=True)
-def tool_result_read(
+async def tool_result_read(
     ctx: RunContext,
     hash: str,
     start_line: int = 1,
@@ -41,7 +52,8 @@ def tool_result_read(
         num_lines: how many lines to return (capped per tool, usually 500).
         line: return only this one line (overrides the range), up to 20 000 characters.
         char_offset: with ``line``, where in the line to start (to page through long lines).
-        pattern: a regular expression; return the matching lines with their numbers instead.
+        pattern: a regular expression (ripgrep syntax); return the matching lines with their
+            numbers instead.
     """
     cache = ctx.tool_result_cache
     if cache is None:
@@ -64,7 +76,7 @@ def tool_result_read(
     total = len(lines)
     tool_name = entry.tool_name
     if pattern:
-        return _search(lines, pattern, tool_name, hash)
+        return await _search(entry.content, total, pattern, tool_name, hash)
     if line > 0:
         if line > total:
             return (
@@ -117,25 +129,56 @@ def _line_chunk(text: str, number: int, total: int, offset: int, tool: str, hash
     return out
 
 
-def _search(lines: list[str], pattern: str, tool_name: str, hash: str) -> str:
-    try:
-        regex = re.compile(pattern)
-    except re.error as exc:
-        raise ToolError(f"invalid pattern {pattern!r}: {exc}") from None
+async def _search(content: str, total: int, pattern: str, tool_name: str, hash: str) -> str:
+    """The lines of ``content`` that ``pattern`` matches, numbered, found by ``rg``."""
+    outcome = await run_process(
+        [find_rg(), "--json", "--no-config", "--text", "--regexp", pattern, "-"],
+        cwd="/",
+        env=allowlisted_environment(),
+        timeout=PATTERN_TIMEOUT,
+        max_output_bytes=_RG_MAX_OUTPUT_BYTES,
+        kill_on_cap=True,
+        input=content.encode("utf-8", "replace"),
+    )
     hits: list[str] = []
+    errors: list[str] = []
     matched = 0
-    for number, text in enumerate(lines, start=1):
-        if regex.search(text):
+    counted: int | None = None
+    for raw in outcome.output.splitlines():
+        try:
+            event = json.loads(raw)
+        except ValueError:
+            if raw.strip():
+                errors.append(raw)
+            continue
+        kind = event.get("type") if isinstance(event, dict) else None
+        data = event.get("data") if isinstance(event, dict) else None
+        if not isinstance(data, dict):
+            continue
+        if kind == "match":
             matched += 1
             if len(hits) < MAX_PATTERN_MATCHES:
-                shown = (
-                    text if len(text) <= MAX_MATCH_LINE_CHARS else text[:MAX_MATCH_LINE_CHARS] + "…"
-                )
-                hits.append(f"{number}: {shown}")
+                text = rg_text(data.get("lines")).rstrip("\r\n")
+                if len(text) > MAX_MATCH_LINE_CHARS:
+                    text = text[:MAX_MATCH_LINE_CHARS] + "…"
+                hits.append(f"{data.get('line_number')}: {text}")
+        elif kind == "summary":
+            stats = data.get("stats")
+            if isinstance(stats, dict) and isinstance(stats.get("matched_lines"), int):
+                counted = stats["matched_lines"]
+    if outcome.timed_out:
+        raise ToolError(
+            f"the pattern search was stopped after {PATTERN_TIMEOUT:g}s. Use a simpler pattern, "
+            "or page through the result with start_line and num_lines."
+        )
+    if outcome.exit_code is not None and outcome.exit_code >= 2 and not hits:
+        detail = "\n".join(errors).strip() or f"rg exit status {outcome.exit_code}"
+        raise ToolError(f"invalid pattern {pattern[:200]!r}: {detail[:1000]}")
+    count = f"{matched}+" if outcome.capped else str(counted if counted is not None else matched)
     header = (
-        f"[{matched} line(s) of {len(lines)} match {pattern!r} in cached {tool_name} result "
+        f"[{count} line(s) of {total} match {pattern[:200]!r} in cached {tool_name} result "
         f"| hash: {hash}]"
     )
-    if matched > len(hits):
+    if (counted or matched) > len(hits) or outcome.capped:
         header += f"\n[showing the first {len(hits)}; narrow the pattern to see the rest]"
     return header + ("\n" + "\n".join(hits) if hits else "")
