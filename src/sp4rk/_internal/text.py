@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 #: Characters that carry no visible content (stripped from the right in many places).
 INVISIBLE = " \t\n\r\x00\f\v\u200b\u200c\u200d\ufeff"
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def has_visible_content(text: str) -> bool:
@@ -18,7 +21,7 @@ def valid_text(text: str) -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        return text.encode("utf-8", "replace").decode("utf-8")
+        return _SURROGATE.sub("\ufffd", text)
     return text
 
 

@@ -43,6 +43,7 @@ from sp4rk.tools.base import ToolPolicy, ToolResult, parse_error_result
 from sp4rk.tools.builtins import RESERVED_TOOL_NAMES
 from sp4rk.tools.context import RunContext
 from sp4rk.tools.registry import Registry
+from sp4rk.tools.tool_input import parse_tool_input
 
 try:
     import anyio
@@ -166,11 +167,9 @@ class MCPTool:
     async def execute(self, ctx: RunContext, input: str) -> ToolResult:
         """Call the tool on its server; failures of any kind come back as error results."""
         try:
-            arguments = json.loads(input) if input.strip() else {}
-        except json.JSONDecodeError as exc:
-            return parse_error_result(f"invalid JSON ({exc.msg} at position {exc.pos})")
-        if not isinstance(arguments, dict):
-            return parse_error_result(f"expected a JSON object, got {type(arguments).__name__}")
+            arguments = parse_tool_input(input)
+        except ValueError as exc:
+            return parse_error_result(str(exc))
         try:
             result = await self._connection.call(self.remote_name, arguments)
         except MCPUnavailableError as exc:

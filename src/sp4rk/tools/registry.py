@@ -17,8 +17,10 @@ from sp4rk.tools.base import (
     ToolResult,
     ToolReview,
     guarded_execute,
+    parse_error_result,
 )
 from sp4rk.tools.context import RunContext
+from sp4rk.tools.tool_input import checked_input
 
 logger = logging.getLogger("sp4rk.tools")
 
@@ -37,7 +39,10 @@ class Registry:
 
     ``execute`` never raises for a bad call: unknown names, unparseable input, denied policies,
     :class:`~sp4rk.tools.ToolError` and unexpected exceptions all come back as
-    ``ToolResult(is_error=True)`` (cancellation still propagates).
+    ``ToolResult(is_error=True)`` (cancellation still propagates). Input is checked before any
+    tool sees it (:func:`~sp4rk.tools.tool_input.checked_input`): JSON past a safety limit
+    (depth, number size, ``NaN``, a repeated key) is a parse error, and lone surrogates are
+    replaced.
 
     Policies: ``ALWAYS_DENY`` tools are refused; ``USER_CONFIRM`` tools run only when the
     executor's HITL handler explicitly approved the call (``HITLToolDecision(allow=True)``),
@@ -162,6 +167,10 @@ class Registry:
             return ToolResult(
                 f"blocked by security policy: tool {name!r} is not allowed to run", is_error=True
             )
+        try:
+            input = checked_input(input)
+        except ValueError as exc:
+            return parse_error_result(str(exc))
         if review.policy is ToolPolicy.USER_CONFIRM and not ctx.tool_call_approved:
             fix = (
                 "or switch that tool's judge off (for the built-in shell: "

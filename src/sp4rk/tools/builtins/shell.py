@@ -21,7 +21,6 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -29,9 +28,10 @@ from typing import Any
 from sp4rk._internal.proc import ProcessOutcome, allowlisted_environment, run_process
 from sp4rk.tools.base import Tool, ToolError, ToolResult
 from sp4rk.tools.builtins.paths import Confinement
-from sp4rk.tools.builtins.shell_rules import judge_command
+from sp4rk.tools.builtins.shell_rules import MAX_COMMAND_BYTES, judge_command
 from sp4rk.tools.context import RunContext
 from sp4rk.tools.function import FunctionTool
+from sp4rk.tools.tool_input import parse_tool_input
 
 #: Seconds a command may run when the model gives no timeout.
 DEFAULT_TIMEOUT = 60.0
@@ -63,10 +63,10 @@ class ShellTool(FunctionTool[..., Awaitable[ToolResult]]):
         outside the workspace) is not flagged: the call fails without running.
         """
         try:
-            args = json.loads(input)
-        except json.JSONDecodeError:
+            args = parse_tool_input(input)
+        except ValueError:
             return ""
-        return self._verdict(ctx, args) if isinstance(args, dict) else ""
+        return self._verdict(ctx, args)
 
 
 def shell_tools(
@@ -91,6 +91,8 @@ def shell_tools(
         command, where = args.get("command"), args.get("working_directory") or "."
         if not confirm_risky or not isinstance(command, str) or not isinstance(where, str):
             return ""
+        if _too_long(command):
+            return ""  # refused without running
         try:
             roots = fs.roots(ctx)
             cwd = fs.resolve(ctx, where)
@@ -120,6 +122,11 @@ def shell_tools(
             raise ToolError("validation error: command is required")
         if "\x00" in command:
             raise ToolError("invalid command: it contains a NUL byte")
+        if _too_long(command):
+            raise ToolError(
+                f"invalid command: longer than {MAX_COMMAND_BYTES} bytes, more than the system "
+                "accepts; write a script file with write_file and run that"
+            )
         limit = min(timeout if timeout > 0 else DEFAULT_TIMEOUT, max_timeout)
         try:
             cwd = fs.resolve(ctx, working_directory or ".")
@@ -176,6 +183,10 @@ def format_outcome(outcome: ProcessOutcome, limit: float) -> ToolResult:
     if code < 0:
         return ToolResult(text + f"\n[killed by signal {-code}]", is_error=True)
     return ToolResult(text + f"\n[exit status {code}]", is_error=True)
+
+
+def _too_long(command: str) -> bool:
+    return len(command.encode("utf-8", "surrogatepass")) > MAX_COMMAND_BYTES
 
 
 def _processes(count: int) -> str:

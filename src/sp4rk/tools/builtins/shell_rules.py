@@ -146,6 +146,12 @@ _SUBSTITUTION = re.compile(r"\$\(|`")
 _PLACEHOLDER = "$__SUBSTITUTION__"
 _GLOB_CHARS = re.compile(r"[*?\[{]")
 _MAX_DEPTH = 4
+#: Simple commands and path checks one judgement may take (wrappers of wrappers multiply).
+_MAX_WORK = 20_000
+#: The work one path check costs (it resolves the path on disk).
+_PATH_WORK = 10
+#: The longest command judged: Linux refuses a longer ``bash -c`` argument anyway.
+MAX_COMMAND_BYTES = 128 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +171,10 @@ class _Unknown(Exception):
     """A word's value depends on something the rules cannot see."""
 
 
+class _TooComplex(Exception):
+    """Judging the command would take more than :data:`_MAX_WORK` steps."""
+
+
 @dataclass(slots=True)
 class _Judge:
     roots: tuple[Path, ...]
@@ -175,6 +185,7 @@ class _Judge:
     assigned: set[str] = field(default_factory=set)
     repeats: bool = False
     climbs: bool = False
+    work: int = 0
 
     def flag(self, reason: str) -> None:
         if reason not in self.reasons:
@@ -204,20 +215,28 @@ class _Judge:
         for inner in bodies:
             self.command_line(inner, depth + 1)
 
+    def spend(self, units: int = 1) -> None:
+        """Count work; a command that needs more than :data:`_MAX_WORK` is not judged."""
+        self.work += units
+        if self.work > _MAX_WORK:
+            raise _TooComplex
+
     def simple_command(self, words: list[str], depth: int) -> None:
+        self.spend()
         i = 0
-        while i < len(words) and (words[i] in _KEYWORDS or _ASSIGNMENT.match(words[i])):
-            if words[i] in _LOOPS:
-                self.repeats = True
-            elif words[i] not in _KEYWORDS:
-                self.assignment(words[i])
-            i += 1
-        if i >= len(words):
-            return
-        program, args = self.program(words[i]), words[i + 1 :]
-        if program is None:  # it expands to nothing: the next word is the program
-            self.simple_command(args, depth)
-            return
+        while True:
+            while i < len(words) and (words[i] in _KEYWORDS or _ASSIGNMENT.match(words[i])):
+                if words[i] in _LOOPS:
+                    self.repeats = True
+                elif words[i] not in _KEYWORDS:
+                    self.assignment(words[i])
+                i += 1
+            if i >= len(words):
+                return
+            program, args = self.program(words[i]), words[i + 1 :]
+            if program is not None:
+                break
+            i += 1  # it expands to nothing: the next word is the program
         if program in _WRAPPERS:
             self.wrapped(program, words[i + 1 :], depth)
             return
@@ -325,6 +344,7 @@ class _Judge:
             return
         if ".." in Path(target).parts:
             self.climbs = True
+        self.spend(_PATH_WORK * len(values) * len(self.cwds))
         reached = {
             Path(os.path.realpath(os.path.join(cwd, value)))
             for value in values
@@ -363,6 +383,7 @@ class _Judge:
             if glob:
                 value = os.path.dirname(value[: glob.start()]) or "."
             for cwd in self.cwds:
+                self.spend(_PATH_WORK)
                 joined = os.path.join(cwd, value)
                 resolved = Path(os.path.realpath(joined))
                 if str(resolved) in HARMLESS_PATHS or str(resolved).startswith("/dev/fd/"):
@@ -420,7 +441,13 @@ def judge_command(
     environment = env if env is not None else allowlisted_environment()
     home = Path(os.path.realpath(environment.get("HOME") or os.path.expanduser("~")))
     judge = _Judge(tuple(roots), [cwd], home, environment)
-    judge.command_line(command, 0)
+    if len(command.encode("utf-8", "surrogatepass")) > MAX_COMMAND_BYTES:
+        judge.flag(f"it is longer than {MAX_COMMAND_BYTES} bytes, too long to judge")
+        return ShellVerdict(True, tuple(judge.reasons))
+    try:
+        judge.command_line(command, 0)
+    except (_TooComplex, RecursionError):
+        judge.flag("it is too complex to judge")
     if judge.repeats and judge.climbs:
         judge.flag("it runs cd .. inside a loop or function, which the rules cannot follow")
     return ShellVerdict(bool(judge.reasons), tuple(judge.reasons))
