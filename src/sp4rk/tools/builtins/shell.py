@@ -1,8 +1,10 @@
 """``bash_exec``: run a shell command in the workspace, hygienically.
 
-- **Own process group, stdin closed.** A timeout, a cancelled run, or the command returning
-  kills every process it left behind, grandchildren and ``setsid`` escapees included
-  (:func:`sp4rk._internal.proc.run_process`).
+- **Own process group, stdin closed, own PID namespace.** A timeout, a cancelled run, or the
+  command returning kills every process it left behind, grandchildren and ``setsid``
+  escapees included; where Linux allows it the command runs in a PID namespace with its own
+  ``/proc``, which no process can leave (``env -i setsid`` included) and in which this
+  process, and so its environment, is not visible (:func:`sp4rk._internal.proc.run_process`).
 - **Capped output.** stdout and stderr are merged and read as they come; the first
   :data:`HEAD_BYTES` and the last :data:`TAIL_BYTES` are kept, the middle is counted and
   dropped, so ``yes`` cannot fill memory.
@@ -151,6 +153,7 @@ def shell_tools(
             timeout=limit,
             max_output_bytes=HEAD_BYTES,
             tail_bytes=TAIL_BYTES,
+            contain=True,
         )
         return format_outcome(outcome, limit)
 
