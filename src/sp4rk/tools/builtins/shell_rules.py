@@ -30,7 +30,14 @@ newline, ``(``, and inside ``$(...)``, backticks and ``sh -c "..."``); wrappers 
    ``$PWD`` and the other variables of the command's environment, in the ``$NAME`` and
    ``${NAME}`` forms (an unset one is empty). The program's own path (``/usr/bin/python3``)
    and harmless devices (``/dev/null``, ``/dev/stdout`` …) are exempt.
-4. **Opaque** — the command cannot be judged: unbalanced quotes, ``eval``, ``~user``,
+4. **Other processes' secrets** — the command reads what other processes hold, where API
+   keys live: ``ps`` with the BSD ``e`` option (``ps e``, ``ps axeww``) or ``-E``, which
+   print every process's environment; any mention of a process's files under ``/proc``
+   (``/proc/<pid>/…``, ``/proc/self/…``, ``/proc/$PPID/environ``, ``/proc/*/environ``),
+   even inside a ``python -c`` script or quotes; or a debugger or tracer attaching to a
+   running process (``gdb -p``, ``strace -p``, ``gcore`` …). ``ps aux``, ``ps -ef`` and
+   ``env`` (which prints the command's own, allowlisted environment) run unasked.
+5. **Opaque** — the command cannot be judged: unbalanced quotes, ``eval``, ``~user``,
    ``$'...'`` quoting, a program name computed at run time (``$a$b``, ``c${x}url``, a glob or
    brace pattern), a path word whose variable part is unknown (``${PWD%/*}/x``, ``$X/..``
    after ``X=…``), ``cd -``, ``popd``, ``cd ..`` inside a loop or function, or substitutions
@@ -113,6 +120,19 @@ SYSTEM_PROGRAMS = frozenset(
         "swapoff", "hostname", "timedatectl", "update-alternatives", "ldconfig",
     }
 )  # fmt: skip
+#: Programs that read the memory of a running process (any use).
+PROCESS_READERS = frozenset({"gcore", "pstack", "gdbserver"})
+#: Debuggers and tracers: they read another process when given one of these options.
+ATTACHING_PROGRAMS = frozenset({"gdb", "lldb", "strace", "ltrace", "perf", "bpftrace"})
+_ATTACH_OPTIONS = frozenset({"-p", "--pid", "--attach-pid", "--attach"})
+#: A process's own files under /proc: a PID, self, or something computed at run time.
+_PROC_FILES = re.compile(r"/proc/+(?:\d|self\b|thread-self\b|[$*?\[{`]|[\"'] *[+%.,)])")
+#: ps options followed by a value (a format, a user, a PID list …).
+_PS_WITH_VALUE = frozenset("oOpqsuUgGCtkDFN")
+_PS_LONG_WITH_VALUE = frozenset({"format", "sort", "pid", "ppid", "user", "group", "cols",
+                                 "rows", "width", "tty", "sid", "quick-pid"})  # fmt: skip
+_PROC_ENVIRON = re.compile(r"/proc\b.*\benviron\b", re.DOTALL)
+
 #: Paths outside the roots that are still harmless to name.
 HARMLESS_PATHS = frozenset(
     {
@@ -259,6 +279,13 @@ class _Judge:
                 self.flag(f"{program} {sub} may reach the network".replace("  ", " "))
         if program in SYSTEM_PROGRAMS or program.startswith("mkfs."):
             self.flag(f"{program} changes the system outside the workspace")
+        if program == "ps" and _ps_shows_environments(args):
+            self.flag("ps e prints the environment of other processes, where API keys live")
+        if program in PROCESS_READERS or (
+            program in ATTACHING_PROGRAMS
+            and any(a in _ATTACH_OPTIONS or a.startswith(("--pid=", "-p")) for a in args)
+        ):
+            self.flag(f"{program} reads the memory of another process, where API keys live")
         if program == "eval":
             self.flag("eval runs text that cannot be judged in advance")
         if program in ("export", "declare", "typeset", "local", "readonly", "read"):
@@ -444,6 +471,10 @@ def judge_command(
     if len(command.encode("utf-8", "surrogatepass")) > MAX_COMMAND_BYTES:
         judge.flag(f"it is longer than {MAX_COMMAND_BYTES} bytes, too long to judge")
         return ShellVerdict(True, tuple(judge.reasons))
+    if _PROC_ENVIRON.search(command):
+        judge.flag("it reads a process's environment (/proc/…/environ), where API keys live")
+    elif _PROC_FILES.search(command):
+        judge.flag("it reads another process's files under /proc, where its secrets are")
     try:
         judge.command_line(command, 0)
     except (_TooComplex, RecursionError):
@@ -536,6 +567,25 @@ def _dash_c_argument(args: list[str]) -> str | None:
         if arg.startswith("-") and "c" in arg[1:] and not arg.startswith("--"):
             return args[index + 1] if index + 1 < len(args) else None
     return None
+
+
+def _ps_shows_environments(args: list[str]) -> bool:
+    """Whether ``ps`` is given BSD ``e`` (``ps e``, ``ps axeww``) or ``-E``."""
+    takes_value = False
+    for arg in args:
+        if takes_value:
+            takes_value = False
+        elif arg.startswith("--"):
+            takes_value = "=" not in arg and arg[2:] in _PS_LONG_WITH_VALUE
+        elif arg.startswith("-"):
+            if "E" in arg[1:]:
+                return True
+            takes_value = arg[-1] in _PS_WITH_VALUE
+        elif arg.isalpha():  # BSD options, such as aux or axeww
+            if "e" in arg:
+                return True
+            takes_value = arg[-1] in _PS_WITH_VALUE
+    return False
 
 
 def _path_like(word: str) -> bool:
