@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TextIO
 
+from sp4rk._internal.args import as_list
 from sp4rk.tools.base import ToolPolicy, ToolResult, parse_error_result
 from sp4rk.tools.builtins import RESERVED_TOOL_NAMES
 from sp4rk.tools.context import RunContext
@@ -111,6 +112,7 @@ class MCPServerConfig:
             raise ValueError(f"MCP server {self.name!r}: give exactly one of command or url")
         if self.call_timeout <= 0 or self.connect_timeout <= 0:
             raise ValueError(f"MCP server {self.name!r}: timeouts must be positive")
+        as_list(self.args, f"MCP server {self.name!r}: args", "arguments")
 
 
 @dataclass(slots=True)
@@ -410,7 +412,11 @@ class MCPGateway:
                 )
                 continue
             claimed[tool.name] = tool
-            registry.register(tool, source=tool.server, source_category="mcp", group=tool.group)
+            # replace=True: the server's own tools, registered again (``_conflict`` kept
+            # every other owner's name).
+            registry.register(
+                tool, source=tool.server, source_category="mcp", group=tool.group, replace=True
+            )
             result.registered.append(tool.name)
         return result
 

@@ -68,8 +68,12 @@ class Registry:
         source: str = "core",
         source_category: Literal["core", "mcp"] | None = None,
         group: str = "",
+        replace: bool = False,
     ) -> None:
-        """Add ``tool``, replacing a tool of the same name unless that would let MCP shadow core.
+        """Add ``tool``; a tool of the same name is replaced only when ``replace`` says so.
+
+        Two tools registered under one name by mistake would otherwise replace each other
+        silently. An MCP tool never replaces a core one, ``replace`` or not.
 
         Args:
             tool: the tool.
@@ -77,10 +81,12 @@ class Registry:
             source_category: ``"core"`` or ``"mcp"``; by default ``"mcp"`` for any source
                 other than ``"core"``.
             group: a free-form group name shown in descriptors.
+            replace: replace a registered tool of the same name.
 
         Raises:
             TypeError: when ``tool`` does not satisfy the ``Tool`` protocol.
-            ValueError: when an MCP tool would shadow a built-in or host tool of the same name.
+            ValueError: when the name is taken (and ``replace`` is false), or an MCP tool
+                would shadow a built-in or host tool of the same name.
         """
         if not isinstance(tool, Tool):
             raise TypeError(
@@ -93,6 +99,12 @@ class Registry:
             raise ValueError(
                 f"MCP tool {tool.name!r} from {source!r} would shadow the core tool of that "
                 "name; rename it on the server or register it under another name"
+            )
+        if existing is not None and not replace:
+            raise ValueError(
+                f"a tool named {tool.name!r} is already registered (from {existing.source!r}); "
+                "give the new one another name, unregister the old one first, or pass "
+                "replace=True"
             )
         judge = tool if isinstance(tool, ToolJudge) else None
         self._entries[tool.name] = _Entry(tool, source or "core", category, group, judge)
