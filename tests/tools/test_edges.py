@@ -32,12 +32,12 @@ def test_a_single_allowed_host_is_refused() -> None:
 
 
 def test_workspaces_and_extra_roots_must_exist(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="workspace .* does not exist"):
+    with pytest.raises(ValueError, match=r"workspace .* does not exist"):
         builtin_tools(tmp_path / "missing")
     (tmp_path / "file").write_text("x")
-    with pytest.raises(ValueError, match="workspace .* is not a directory"):
+    with pytest.raises(ValueError, match=r"workspace .* is not a directory"):
         builtin_tools(tmp_path / "file")
-    with pytest.raises(ValueError, match="extra root .* does not exist"):
+    with pytest.raises(ValueError, match=r"extra root .* does not exist"):
         builtin_tools(tmp_path, extra_roots=[tmp_path / "missing"])
     with pytest.raises(ValueError, match="contains a NUL byte"):
         builtin_tools(str(tmp_path) + "\x00x")
@@ -65,7 +65,7 @@ async def test_a_missing_or_nul_workspace_is_a_clear_error_where_it_is_used(
 
 def test_duplicate_tool_names_raise_unless_replacing() -> None:
     registry = Registry([ping])
-    with pytest.raises(ValueError, match="'ping' is already registered.*replace=True"):
+    with pytest.raises(ValueError, match=r"'ping' is already registered.*replace=True"):
         registry.register(ping)
     with pytest.raises(ValueError, match="already registered"):
         Registry([ping, ping])

@@ -26,9 +26,7 @@ def as_list(value: Iterable[T], name: str, what: str) -> list[T]:
     try:
         return list(value)
     except TypeError:
-        raise TypeError(
-            f"{name} must be a list of {what}, got {type(value).__name__}"
-        ) from None
+        raise TypeError(f"{name} must be a list of {what}, got {type(value).__name__}") from None
 
 
 def existing_directory(value: Any, name: str) -> Path:
