@@ -151,7 +151,7 @@ async def test_a_catastrophic_regex_in_tool_result_read_finishes() -> None:
     ctx = RunContext(tool_result_cache=cache)
     found = await tool_result_read.execute(ctx, f'{{"hash": "{h}", "pattern": "(a+)+$"}}')
     assert not found.is_error, found.content
-    assert found.content.splitlines()[1:] == ["2: " + "a" * 64]
+    assert found.content.splitlines()[2] == "2: " + "a" * 64
 
 
 async def test_a_pattern_search_past_its_time_limit_is_a_clear_error(

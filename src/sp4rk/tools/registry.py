@@ -17,6 +17,7 @@ from sp4rk.tools.base import (
     ToolResult,
     ToolReview,
     guarded_execute,
+    own_error,
     parse_error_result,
 )
 from sp4rk.tools.context import RunContext
@@ -172,13 +173,11 @@ class Registry:
         entry = self._entries.get(name)
         if entry is None:
             known = ", ".join(sorted(self._entries)) or "(none)"
-            return ToolResult(f"tool not found: {name}. Available tools: {known}", is_error=True)
+            return own_error(f"tool not found: {name}. Available tools: {known}")
         review = self.review(ctx, name, input)
         assert review is not None
         if review.policy is ToolPolicy.ALWAYS_DENY:
-            return ToolResult(
-                f"blocked by security policy: tool {name!r} is not allowed to run", is_error=True
-            )
+            return own_error(f"blocked by security policy: tool {name!r} is not allowed to run")
         try:
             input = checked_input(input)
         except ValueError as exc:
@@ -199,11 +198,10 @@ class Registry:
                 fix,
             )
             why = f" because {review.reason}" if review.reason else ""
-            return ToolResult(
+            return own_error(
                 f"Not run: {name} needs a human's approval{why}, and no one approved it in this "
                 "run. Find another way that stays inside the workspace, or explain in your "
-                "answer why this call is needed.",
-                is_error=True,
+                "answer why this call is needed."
             )
         return await guarded_execute(name, lambda: entry.tool.execute(ctx, input), logger)
 
