@@ -387,8 +387,8 @@ async def namespace_prefix() -> list[str]:
 
 async def _probe_namespaces() -> list[str]:
     unshare = shutil.which("unshare") if sys.platform.startswith("linux") else None
-    if unshare is None or not hasattr(os, "pidfd_open"):
-        return []
+    if unshare is None or not hasattr(os, "pidfd_open") or not sys.executable:
+        return []  # (the init runs on this Python)
     common = ["--pid", "--fork", "--mount-proc", "--kill-child", "--"]
     candidates = [[unshare, *common]] if os.geteuid() == 0 else []
     candidates.append([unshare, "--user", "--map-current-user", *common])

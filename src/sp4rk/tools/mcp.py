@@ -432,9 +432,12 @@ class _Connection:
     def _transport(self) -> contextlib.AbstractAsyncContextManager[tuple[Any, Any]]:
         if self.config.url:
             return _http_transport(self.config.url, self.config.headers)
+        argv = [self.config.command, *self.config.args]
+        if sys.executable:  # (an embedded Python has none: then no exit status is known)
+            argv = [sys.executable, "-I", "-S", "-c", _SUPERVISOR, *argv]
         params = StdioServerParameters(
-            command=sys.executable,
-            args=["-I", "-S", "-c", _SUPERVISOR, self.config.command, *self.config.args],
+            command=argv[0],
+            args=argv[1:],
             env=dict(self.config.env) if self.config.env is not None else None,
             cwd=self.config.cwd,
         )
