@@ -8,6 +8,12 @@ The root package is deliberately light: import the subpackages you need.
 - :mod:`sp4rk.agent` — the executor and everything it plugs into.
 """
 
+import logging
+
+# A library logs, the application decides where that goes: without a handler of its own,
+# Python would print sp4rk's warnings to stderr through its last-resort handler.
+logging.getLogger("sp4rk").addHandler(logging.NullHandler())
+
 __version__ = "0.1.0"
 
 __all__ = ["__version__"]

@@ -194,12 +194,15 @@ def test_the_model_pages_the_rest_back_with_tool_result_read() -> None:
     result = executor.run_sync(tools.list(), ContextWindow(task="page it"))
     obs = result.steps[1].observation
     assert re.match(
-        r"\[Lines 11-15 of 100 from cached dump result \| hash: [0-9a-f]{8,}\]\nline 11\n", obs
+        r"\[Lines 11-15 of 100 from cached dump result \| hash: [0-9a-f]{8,}\]\n"
+        r'<untrusted-content source="dump">\nline 11\n',
+        obs,
     )
     assert "line 16" not in obs and "start_line=16" in obs
     assert result.steps[1].is_untrusted
     assert events.of("tool_call")[1][2] == "dump (cached)"
-    assert result.output.startswith("<untrusted-content") and obs.rstrip() in result.output
+    assert result.output.startswith("<untrusted-content")  # what the model was shown
+    assert "\nline 11\nline 12\nline 13\nline 14\nline 15\n" in result.output
 
 
 def test_a_stale_file_backed_entry_tells_the_model_to_rerun(tmp_path: Path) -> None:

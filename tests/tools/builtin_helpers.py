@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,35 @@ async def gone(pid: int, within: float = 10.0) -> bool:
         loop.remove_reader(fd)
         os.close(fd)
     return True
+
+
+def token() -> str:
+    """A unique name to give a test's process (``(exec -a NAME sleep 60) &``)."""
+    return f"sp4rk-test-{uuid.uuid4().hex[:12]}"
+
+
+def named(name: str) -> list[int]:
+    """Host PIDs of live processes whose command line holds ``name``.
+
+    A contained command runs in a PID namespace, so the PIDs it prints (``$!``) are not
+    the host's: tests find its processes by name instead.
+    """
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    cmdline = f.read()
+            except OSError:
+                continue
+            if name.encode() in cmdline and alive(int(entry)):
+                found.append(int(entry))
+    return found
+
+
+async def none_named(name: str) -> bool:
+    """Whether every process named ``name`` exits within a few seconds."""
+    return all([await gone(pid) for pid in named(name)])
 
 
 def snapshot(root: Path) -> dict[str, str]:

@@ -64,7 +64,7 @@ async def test_valid_input_runs_and_direct_calls_still_work() -> None:
         ('{"limit": 3}', "pattern: Field required"),
         ('{"pattern": "x", "mode": "slow"}', "mode: Input should be 'fast' or 'full'"),
         ('{"pattern": "x", "extra": 1}', "extra: Extra inputs are not permitted"),
-        ("[1, 2]", "expected a JSON object, got list"),
+        ("[1, 2]", "expected a JSON object, got an array"),
         ('{"pattern": ', "invalid JSON"),
     ],
 )

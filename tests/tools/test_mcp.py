@@ -276,3 +276,50 @@ def test_results_render_every_content_kind() -> None:
         "[resource link: file:///c]",
     ]  # fmt: skip
     assert render_result({"content": [], "structuredContent": {"n": 1}}).content == '{"n": 1}'
+
+
+def failing(errlog: TextIO, starts: Path) -> MCPServerConfig:
+    script = (
+        f"open({str(starts)!r}, 'a').write('x'); import sys; "
+        "sys.stderr.write('boom: no config file\\n'); sys.exit(3)"
+    )
+    return MCPServerConfig(
+        name="failing", command=sys.executable, args=["-c", script], stderr=errlog
+    )
+
+
+async def test_a_failed_start_says_why_and_respawning_backs_off(
+    errlog: TextIO, tmp_path: Path
+) -> None:
+    starts = tmp_path / "starts"
+    async with MCPGateway([failing(errlog, starts)]) as gateway:
+        report = await gateway.register(Registry())
+        why = report.failed["failing"]
+        assert "exited with status 3" in why
+        assert "boom: no config file" in why  # the tail of its stderr
+        assert f"command: {sys.executable} -c" in why
+        assert "tries again in 1s" in why
+        tool = mcp_module._make_tool(gateway._connections["failing"], {"name": "t"})
+        assert tool is not None
+        again = await tool.execute(RunContext(), "{}")
+    assert again.is_error and again.self_wrapped
+    assert "failed to start 1 time(s) in a row; the next attempt is in" in again.content
+    assert starts.read_text() == "x"  # no respawn on every call
+    boom = again.content.index("boom: no config file")
+    assert again.content.rfind('<untrusted-content source="mcp:failing">', 0, boom) > 0
+
+
+async def test_sp4rk_notices_stay_outside_the_servers_words(gateway: MCPGateway) -> None:
+    registry = Registry()
+    await gateway.register(registry)
+    crashed = await registry.execute(RunContext(), "crash", "{}")
+    assert crashed.is_error and crashed.self_wrapped
+    notice, _, detail = crashed.content.partition("\n")
+    assert notice.startswith("MCP server 'demo' failed (the server process exited with status 3)")
+    assert "restarted on the next call" in notice
+    assert detail.startswith('<untrusted-content source="mcp:demo">')
+    assert detail.endswith("</untrusted-content>")
+    bad = await registry.execute(RunContext(), "add", '{"a": 1, "a": 2}')
+    assert bad.is_error and bad.self_wrapped and "repeats the key 'a'" in bad.content
+    fine = await registry.execute(RunContext(), "add", '{"a": 1, "b": 2}')
+    assert not fine.self_wrapped  # the server's own output is wrapped whole by the executor

@@ -26,13 +26,23 @@ def lines(n: int) -> str:
     return "\n".join(f"l{i}" for i in range(1, n + 1))
 
 
+def framed(result: ToolResult) -> tuple[str, str, str]:
+    """A page's header, the cached text inside its boundary, and the notes after it."""
+    header, _, rest = result.content.partition("\n")
+    opening, _, rest = rest.partition("\n")
+    assert opening.startswith('<untrusted-content source="'), result.content
+    body, _, notes = rest.partition("\n</untrusted-content>")
+    assert result.self_wrapped
+    return header, body, notes.strip()
+
+
 async def test_pages_default_to_500_lines_with_a_continuation_hint() -> None:
     ctx, h = cache_with(lines(1200))
     result = await tool_result_read.execute(ctx, f'{{"hash": "{h[:8]}"}}')
-    header, *body = result.content.split("\n")
+    header, body, notes = framed(result)
     assert header == f"[Lines 1-500 of 1200 from cached dump result | hash: {h[:8]}]"
-    assert body[499] == "l500"
-    assert f'tool_result_read(hash="{h[:8]}", start_line=501, num_lines=500)' in result.content
+    assert body.split("\n")[499] == "l500"
+    assert f'tool_result_read(hash="{h[:8]}", start_line=501, num_lines=500)' in notes
 
 
 async def test_page_size_is_capped_by_the_tools_line_limit() -> None:
@@ -52,7 +62,8 @@ async def test_single_lines_and_clamping() -> None:
     past = await tool_result_read.execute(ctx, f'{{"hash": "{h}", "start_line": 50}}')
     assert past.content.startswith("[Lines 10-10 of 10")
     one = await tool_result_read.execute(ctx, f'{{"hash": "{h}", "line": 3}}')
-    assert one.content.endswith("]\nl3") and one.content.startswith("[Line 3 of 10")
+    header, body, notes = framed(one)
+    assert header.startswith("[Line 3 of 10") and body == "l3" and notes == ""
     beyond = await tool_result_read.execute(ctx, f'{{"hash": "{h}", "line": 11}}')
     assert not beyond.is_error and "past end" in beyond.content and "(10 lines)" in beyond.content
 
@@ -60,7 +71,7 @@ async def test_single_lines_and_clamping() -> None:
 async def test_pattern_search_lists_matching_lines() -> None:
     ctx, h = cache_with("alpha\nbeta\nalphabet\ngamma")
     found = await tool_result_read.execute(ctx, f'{{"hash": "{h}", "pattern": "^alpha"}}')
-    assert found.content.split("\n")[1:] == ["1: alpha", "3: alphabet"]
+    assert framed(found)[1].split("\n") == ["1: alpha", "3: alphabet"]
     bad = await tool_result_read.execute(ctx, f'{{"hash": "{h}", "pattern": "("}}')
     assert bad.is_error and "invalid pattern" in bad.content
 
@@ -132,15 +143,14 @@ async def test_a_single_huge_line_can_be_read_in_full_by_offset() -> None:
     content = "".join(f"{i:08d}" for i in range(150_000))  # 1.2 MB, one line
     ctx, h = cache_with(content)
     page = await tool_result_read.execute(ctx, f'{{"hash": "{h}"}}')
-    assert "more chars: tool_result_read(" in page.content and len(page.content) < 3000
+    assert "were cut at 2000 characters" in framed(page)[2] and len(page.content) < 3000
     seen = ""
     offset = 0
     while True:
         chunk = await tool_result_read.execute(
             ctx, f'{{"hash": "{h}", "line": 1, "char_offset": {offset}}}'
         )
-        _, _, body = chunk.content.partition("\n")
-        body = body.split("\n\n[Use tool_result_read")[0]
+        body = framed(chunk)[1]
         seen += body
         if "to continue this line" not in chunk.content:
             break

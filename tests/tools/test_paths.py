@@ -296,7 +296,15 @@ async def test_bash_working_directory_is_confined(layout: Layout) -> None:
     assert inside.content.strip() == str(layout.ws / "sub")
 
 
-def test_confinement_reports_no_workspace_as_an_error() -> None:
-    fs = Confinement(Path("/nonexistent-sp4rk-ws"))
-    with pytest.raises(ToolError, match="'/nonexistent-sp4rk-ws' does not exist"):
+def test_confinement_reports_no_workspace_as_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="workspace '/nonexistent-sp4rk-ws' does not exist"):
+        Confinement(Path("/nonexistent-sp4rk-ws"))
+    fs = Confinement(None)
+    with pytest.raises(ToolError, match="no workspace is configured"):
         fs.roots(RunContext())
+    missing = RunContext(workspace="/nonexistent-sp4rk-ws")
+    with pytest.raises(ToolError, match="'/nonexistent-sp4rk-ws' does not exist"):
+        fs.roots(missing)
+    with pytest.raises(ToolError, match="contains a NUL byte"):
+        fs.roots(RunContext(workspace="/tmp/a\x00b"))
+    assert fs.roots(RunContext(workspace=str(tmp_path))) == [tmp_path.resolve()]

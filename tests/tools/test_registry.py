@@ -61,7 +61,7 @@ async def test_policies_deny_confirm_and_allow(caplog: pytest.LogCaptureFixture)
     assert (await registry.execute(RunContext(), "deploy", '{"env": "dev"}')).content == (
         "deployed dev"
     )
-    registry.register(deploy)  # re-registering drops the override
+    registry.register(deploy, replace=True)  # re-registering drops the override
     assert registry.policy("deploy") is ToolPolicy.USER_CONFIRM
     with pytest.raises(KeyError):
         registry.set_policy("ghost", ToolPolicy.ALWAYS_ALLOW)
@@ -88,7 +88,7 @@ def test_mcp_tools_never_shadow_core_tools_but_core_replaces_mcp() -> None:
     assert other.get_tool_source("read_file") == "filesystem"
     assert other.is_tool_untrusted("read_file")  # MCP output is always untrusted
     assert other.list()[0].source_category == "mcp"
-    other.register(read_file)
+    other.register(read_file, replace=True)
     assert other.get_tool_source("read_file") == "core"
     assert not other.is_tool_untrusted("read_file")
 

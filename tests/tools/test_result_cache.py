@@ -52,6 +52,21 @@ def test_mcp_entries_expire_and_core_entries_do_not(monkeypatch: pytest.MonkeyPa
     assert cache.get(mcp) == "from server"
 
 
+def test_storing_the_same_mcp_result_again_renews_its_ttl(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    now = [1000.0]
+    monkeypatch.setattr(rc.time, "monotonic", lambda: now[0])
+    cache = ToolResultCache(mcp_ttl=10.0)
+    key = cache.store("search", "same answer", source="filesystem")
+    now[0] += 8
+    assert cache.store("search", "same answer", source="filesystem") == key  # still live
+    now[0] += 8  # 16 s after the first store, 8 s after the second
+    assert cache.get(key) == "same answer"
+    now[0] += 3
+    assert cache.get(key) is None
+
+
 def test_expired_entries_are_swept_periodically(monkeypatch: pytest.MonkeyPatch) -> None:
     now = [0.0]
     monkeypatch.setattr(rc.time, "monotonic", lambda: now[0])

@@ -10,7 +10,7 @@ import pytest
 from sp4rk.tools import Tool
 from sp4rk.tools.builtins import Confinement, builtin_tools, search_tools
 from sp4rk.tools.builtins import search as search_module
-from sp4rk.tools.builtins.search import IgnoreRules, glob_to_regex
+from sp4rk.tools.builtins.search import IgnoreRules, compile_glob
 from sp4rk.tools.builtins.tree import MAX_TREE_DEPTH
 from tests.tools.builtin_helpers import by_name, call
 
@@ -178,11 +178,11 @@ async def test_delete_takes_trees_up_to_the_walk_depth(
     ],
 )
 def test_glob_translation(pattern: str, yes: list[str], no: list[str]) -> None:
-    regex = glob_to_regex(pattern)
+    glob = compile_glob(pattern)
     for path in yes:
-        assert regex.match(path), (pattern, path)
+        assert glob.match(path), (pattern, path)
     for path in no:
-        assert not regex.match(path), (pattern, path)
+        assert not glob.match(path), (pattern, path)
 
 
 def test_ignore_rules_deeper_files_win() -> None:

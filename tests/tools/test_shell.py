@@ -16,7 +16,7 @@ from sp4rk.agent import command_verify_runner
 from sp4rk.tools import Registry, RunContext, Tool, ToolPolicy
 from sp4rk.tools.builtins import Confinement, builtin_tools, judge_command, shell_tools
 from sp4rk.tools.builtins.shell import HEAD_BYTES, TAIL_BYTES, ShellTool
-from tests.tools.builtin_helpers import alive, by_name, call, gone
+from tests.tools.builtin_helpers import by_name, call, named, none_named, token
 
 
 @pytest.fixture
@@ -42,40 +42,44 @@ async def file_appears(path: Path, within: float = 10.0) -> str:
 
 
 async def test_a_timeout_kills_the_whole_group(bash: Tool) -> None:
-    result = await call(bash, command="sleep 60 & echo $!; sleep 60", timeout=1)
+    name = token()
+    result = await call(bash, command=f"exec -a {name} sleep 60 & exec sleep 60", timeout=1)
     assert result.is_error
     assert result.content.endswith(
         "[Process killed: timeout exceeded after 1s. The command was killed (with 1 process "
         "it started). Output so far is shown above.]"
     )
-    child = int(result.content.split()[0])
-    assert await gone(child)
+    assert await none_named(name)
 
 
 async def test_cancellation_kills_the_whole_group(ws: Path, bash: Tool) -> None:
+    name = token()
     task = asyncio.create_task(
-        call(bash, command="sleep 60 & echo $! > child.pid; wait", timeout=60)
+        call(bash, command=f"exec -a {name} sleep 60 & echo started > started; wait", timeout=60)
     )
-    child = int(await file_appears(ws / "child.pid"))
-    assert alive(child)
+    await file_appears(ws / "started")
+    assert named(name)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert await gone(child)
+    assert await none_named(name)
 
 
 async def test_background_processes_do_not_outlive_the_command(bash: Tool) -> None:
-    result = await call(bash, command="sleep 60 >/dev/null 2>&1 & echo $!")
+    name = token()
+    result = await call(bash, command=f"exec -a {name} sleep 60 >/dev/null 2>&1 & echo ok")
     assert not result.is_error
     assert "[1 process still running when the command finished was killed." in result.content
-    assert await gone(int(result.content.split()[0]))
+    assert await none_named(name)
 
 
 async def test_setsid_escapees_are_killed_too(bash: Tool) -> None:
-    result = await call(bash, command="setsid sleep 60 >/dev/null 2>&1 </dev/null & echo $!")
+    name = token()
+    command = f"setsid bash -c 'exec -a {name} sleep 60' >/dev/null 2>&1 </dev/null & echo ok"
+    result = await call(bash, command=command)
     assert not result.is_error, result.content
-    escapee = int(result.content.split()[0])
-    assert await gone(escapee)
+    assert "[1 process still running" in result.content
+    assert await none_named(name)
 
 
 async def test_a_background_job_holding_the_output_does_not_hold_up_the_result(
@@ -90,9 +94,11 @@ async def test_a_background_job_holding_the_output_does_not_hold_up_the_result(
 
 
 async def test_a_setsid_job_holding_the_output_is_killed(bash: Tool) -> None:
-    result = await call(bash, command="setsid sleep 30 & echo $!", timeout=20)
+    name = token()
+    result = await call(bash, command=f"setsid bash -c 'exec -a {name} sleep 30' & echo ok")
     assert not result.is_error, result.content
-    assert await gone(int(result.content.split()[0]))
+    assert "[1 process still running" in result.content
+    assert await none_named(name)
 
 
 async def test_the_command_exit_code_survives_leftover_processes(bash: Tool) -> None:
@@ -332,6 +338,25 @@ def test_switching_the_rule_set_off_disables_the_judge(ws: Path) -> None:
         ("/usr/bin/cu?l x", "the program name /usr/bin/cu?l is computed"),
         ("c{u,}rl x", "the program name c{u,}rl is computed"),
         ("[ -f x ] && echo yes", ""),
+        # other processes' secrets
+        ("ps axeww", "ps e prints the environment of other processes"),
+        ("ps e -p 1", "ps e prints the environment"),
+        ("ps -E", "ps e prints the environment"),
+        ("ps aux", ""),
+        ("ps -ef", ""),
+        ("ps -o pid,user,cmd", ""),
+        ("env", ""),
+        ("cat /proc/1/environ", "reads a process's environment (/proc/…/environ)"),
+        ("tr '\\0' '\\n' < /proc/$PPID/environ", "reads a process's environment"),
+        (
+            "python3 -c \"import os; print(open('/proc/%d/environ' % os.getppid()).read())\"",
+            "reads a process's environment",
+        ),
+        ("python3 -c \"print(open('/proc/self/maps').read())\"", "files under /proc"),
+        ("gdb -p 1", "gdb reads the memory of another process"),
+        ("strace -p 42", "strace reads the memory"),
+        ("gdb ./a.out", ""),
+        ("grep -rn environ src", ""),
         # global options, wrappers and attached option values
         ("git -C . push", "git push may reach the network"),
         ("git -c user.name=x fetch", "git fetch may reach the network"),

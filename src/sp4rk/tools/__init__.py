@@ -3,6 +3,8 @@
 Knows nothing of :mod:`sp4rk.agent`; the executor drives tools through ``Registry``.
 """
 
+import logging
+
 from sp4rk.tools.base import (
     CacheMode,
     ContentBackedReader,
@@ -20,6 +22,8 @@ from sp4rk.tools.context import RunContext
 from sp4rk.tools.executor import ToolExecutor
 from sp4rk.tools.function import FunctionTool, tool
 from sp4rk.tools.registry import Registry
+
+logging.getLogger("sp4rk.tools").addHandler(logging.NullHandler())
 
 __all__ = [
     "CacheMode",

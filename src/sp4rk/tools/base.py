@@ -33,6 +33,12 @@ class ToolResult(_Serializable):
     content: str
     is_error: bool = False
     retryable: bool = field(default=False, kw_only=True)
+    self_wrapped: bool = field(default=False, kw_only=True)
+    """The tool marked every untrusted part of ``content`` itself (with
+    :func:`~sp4rk._internal.untrusted.wrap_untrusted_content`), or there is none: sp4rk's
+    own text (a parse error, an MCP restart notice, a hint how to read on). The result must
+    then not be wrapped whole, so that those instructions stay outside every
+    ``<untrusted-content>`` boundary, even when the tool's output counts as untrusted."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -217,5 +223,13 @@ async def guarded_execute(
 
 
 def parse_error_result(detail: str) -> ToolResult:
-    """An error result for input the tool could not parse (counted by the parse-error breaker)."""
-    return ToolResult(f"{PARSE_ERROR_PREFIX}: {detail}", is_error=True)
+    """An error result for input the tool could not parse (counted by the parse-error breaker).
+
+    It holds sp4rk's words about the model's own input, nothing untrusted: ``self_wrapped``.
+    """
+    return ToolResult(f"{PARSE_ERROR_PREFIX}: {detail}", is_error=True, self_wrapped=True)
+
+
+def own_error(message: str) -> ToolResult:
+    """An error result whose text is sp4rk's own (nothing a file or a server wrote)."""
+    return ToolResult(message, is_error=True, self_wrapped=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,7 +50,7 @@ class RunContext:
     """
 
     workspace: Path | None = None
-    """Directory file tools are confined to."""
+    """Directory file tools are confined to (a ``str`` is turned into a ``Path``)."""
     trajectory_store: TrajectoryView | None = None
     """Receives the executor's steps at every step boundary."""
     tool_result_cache: ToolResultCache | None = None
@@ -80,6 +81,17 @@ class RunContext:
     """Set on the context handed to ``HITLHandler.on_tool_call``: the policy for this call."""
     tool_review: str = ""
     """With it: why the call needs confirmation (a tool's judge, e.g. the shell rule set)."""
+
+    def __post_init__(self) -> None:
+        # RunContext(workspace="/path") is how most people write it: accept a str. Whether
+        # the path is usable (it exists, holds no NUL byte) is checked where it is used.
+        if self.workspace is not None and not isinstance(self.workspace, Path):
+            if not isinstance(self.workspace, str | os.PathLike):
+                raise TypeError(
+                    "RunContext.workspace must be a path (str or pathlib.Path), got "
+                    f"{type(self.workspace).__name__}"
+                )
+            self.workspace = Path(self.workspace)
 
     def replace(self, **changes: Any) -> RunContext:
         """A copy of this context with ``changes`` applied."""

@@ -1,7 +1,8 @@
 """``@tool``: turn a typed Python function into a :class:`~sp4rk.tools.Tool`.
 
 The function's type hints become the JSON schema (via pydantic) and validate the model's input
-before the function runs. What reaches the model:
+before the function runs; the input is parsed within safety limits first
+(:func:`~sp4rk.tools.tool_input.parse_tool_input`). What reaches the model:
 
 - the tool name: the function name, or ``name=``;
 - the description: the docstring's summary and body, plus its ``Returns:`` text;
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, ParamSpec, TypeVar, cast, get_type_hints, overload
@@ -29,11 +29,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sp4rk.tools.base import ToolError, ToolPolicy, ToolResult, ToolTraits, parse_error_result
 from sp4rk.tools.context import RunContext
+from sp4rk.tools.tool_input import parse_tool_input
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-_EMPTY_INPUTS = ("", "null")
 _ANY: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(Any)
 #: What providers accept as a tool name.
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -91,21 +91,14 @@ class FunctionTool(Generic[P, R]):
 
     async def execute(self, ctx: RunContext, input: str) -> ToolResult:
         """Validate ``input`` against the schema, call the function, and wrap its return."""
-        try:  # fast path: pydantic parses and validates in one go
-            parsed = self._model.model_validate_json(input)
-        except ValidationError:
-            parsed = None
-        if parsed is None:  # the slow path explains what is wrong, in our words
-            try:
-                raw = json.loads(input) if input.strip() not in _EMPTY_INPUTS else {}
-            except json.JSONDecodeError as exc:
-                return parse_error_result(f"invalid JSON ({exc.msg} at position {exc.pos})")
-            if not isinstance(raw, dict):
-                return parse_error_result(f"expected a JSON object, got {type(raw).__name__}")
-            try:
-                parsed = self._model.model_validate(raw)
-            except ValidationError as exc:
-                return parse_error_result(_format_validation_error(exc))
+        try:
+            raw = parse_tool_input(input)
+        except ValueError as exc:
+            return parse_error_result(str(exc))
+        try:
+            parsed = self._model.model_validate(raw)
+        except ValidationError as exc:
+            return parse_error_result(_format_validation_error(exc))
         kwargs = {k: getattr(parsed, k) for k in self._fields}
         args: tuple[Any, ...] = (ctx,) if self._takes_ctx else ()
         fn = cast("Callable[..., Any]", self.fn)

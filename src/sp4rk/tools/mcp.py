@@ -32,17 +32,23 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import re
+import shlex
 import sys
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TextIO
 
+from sp4rk._internal.args import as_list
+from sp4rk._internal.untrusted import wrap_untrusted_content
 from sp4rk.tools.base import ToolPolicy, ToolResult, ToolTraits, parse_error_result
 from sp4rk.tools.builtins import RESERVED_TOOL_NAMES
 from sp4rk.tools.context import RunContext
 from sp4rk.tools.registry import Registry
+from sp4rk.tools.tool_input import parse_tool_input
 
 try:
     import anyio
@@ -63,6 +69,47 @@ _CLOSE_GRACE = 10.0
 MAX_DESCRIPTION_CHARS = 1000
 #: Pages of a server's tool list read before the rest is ignored.
 MAX_TOOL_PAGES = 100
+#: Seconds before a server that failed to start is tried again; doubled per failure, capped.
+_RETRY_FIRST = 1.0
+_RETRY_MAX = 60.0
+#: Bytes of a stdio server's stderr kept for error messages.
+STDERR_TAIL_BYTES = 2000
+#: Seconds a failed server is given to finish writing to stderr before the tail is read.
+_STDERR_GRACE = 0.5
+#: What the supervisor writes to stderr when the server exits (``_exit_status`` reads it).
+_EXIT_LINE = "[sp4rk: MCP server process "
+
+#: Runs a stdio server (``argv[1:]``) as its child and, when it exits, writes how to stderr:
+#: the SDK does not tell how its server process ended. stdin and stdout are the server's
+#: own. SIGTERM and SIGINT are passed on. ``python -I -S``: no site, no environment.
+_SUPERVISOR = """
+import os, signal, sys
+try:
+    child = os.fork()
+except OSError:
+    os._exit(126)
+if child == 0:
+    try:
+        os.execvp(sys.argv[1], sys.argv[1:])
+    except OSError as exc:
+        sys.stderr.write("cannot start %s: %s\\n" % (sys.argv[1], exc))
+    os._exit(127)
+for sig in (signal.SIGTERM, signal.SIGINT):
+    signal.signal(sig, lambda n, _: os.kill(child, n))
+while True:
+    try:
+        _, status = os.waitpid(child, 0)
+        break
+    except ChildProcessError:
+        os._exit(1)
+    except InterruptedError:
+        continue
+code = os.waitstatus_to_exitcode(status)
+how = "was killed by signal %d" % -code if code < 0 else "exited with status %d" % code
+sys.stderr.write("[sp4rk: MCP server process %s]\\n" % how)
+sys.stderr.flush()
+os._exit(code if code >= 0 else 128 - code)
+"""
 _TOOL_NAME = re.compile(r"[^A-Za-z0-9_-]")
 _SERVER_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
@@ -113,6 +160,7 @@ class MCPServerConfig:
             raise ValueError(f"MCP server {self.name!r}: give exactly one of command or url")
         if self.call_timeout <= 0 or self.connect_timeout <= 0:
             raise ValueError(f"MCP server {self.name!r}: timeouts must be positive")
+        as_list(self.args, f"MCP server {self.name!r}: args", "arguments")
 
 
 @dataclass(slots=True)
@@ -129,7 +177,24 @@ class MCPRegistration:
 
 
 class MCPUnavailableError(RuntimeError):
-    """A server could not be reached, crashed, or did not answer in time."""
+    """A server could not be reached, crashed, or did not answer in time.
+
+    ``notice`` is sp4rk's account of what happened and what comes next; ``detail`` is what
+    the server or the system reported (an error message, the server's last stderr lines),
+    which the server controls: the tool's observation wraps it as untrusted, and only it.
+    """
+
+    def __init__(self, notice: str, detail: str = "") -> None:
+        super().__init__(f"{notice}\n{detail}" if detail else notice)
+        self.notice = notice
+        self.detail = detail
+
+    def observation(self, server: str) -> ToolResult:
+        """The error result for the model: the notice, the detail inside a boundary."""
+        text = self.notice
+        if self.detail:
+            text += "\n" + wrap_untrusted_content(self.detail, f"mcp:{server}")
+        return ToolResult(text, is_error=True, self_wrapped=True)
 
 
 class MCPTool:
@@ -175,15 +240,13 @@ class MCPTool:
     async def execute(self, ctx: RunContext, input: str) -> ToolResult:
         """Call the tool on its server; failures of any kind come back as error results."""
         try:
-            arguments = json.loads(input) if input.strip() else {}
-        except json.JSONDecodeError as exc:
-            return parse_error_result(f"invalid JSON ({exc.msg} at position {exc.pos})")
-        if not isinstance(arguments, dict):
-            return parse_error_result(f"expected a JSON object, got {type(arguments).__name__}")
+            arguments = parse_tool_input(input)
+        except ValueError as exc:
+            return parse_error_result(str(exc))
         try:
             result = await self._connection.call(self.remote_name, arguments)
         except MCPUnavailableError as exc:
-            return ToolResult(str(exc), is_error=True)
+            return exc.observation(self.server)
         return render_result(result)
 
 
@@ -199,6 +262,10 @@ class _Connection:
         self._runner: asyncio.Task[None] | None = None
         self._stop: asyncio.Event | None = None
         self._closing: set[asyncio.Task[None]] = set()
+        self._stderr: _StderrTail | None = None
+        self._failures = 0
+        self._retry_at = 0.0
+        self._last_failure = ""
 
     async def session(self) -> ClientSession:
         """The live session, connecting (or reconnecting) first when needed."""
@@ -208,30 +275,79 @@ class _Connection:
             self._loop, self._lock = loop, asyncio.Lock()
             self._session = self._runner = self._stop = self._ended = None
             self._closing = set()
+            self._retry_at = 0.0
         async with self._lock:
             if self._session is not None and self._alive():
                 return self._session
             self.retire()
+            wait = self._retry_at - loop.time()
+            if wait > 0:
+                raise MCPUnavailableError(
+                    f"MCP server {self.name!r} failed to start {self._failures} time(s) in a "
+                    f"row; the next attempt is in {wait:.0f}s. Use other tools meanwhile.",
+                    self._last_failure,
+                )
             ready: asyncio.Future[tuple[ClientSession, asyncio.Event]] = loop.create_future()
             stop = asyncio.Event()
             self._stop = stop
+            self._stderr = _StderrTail(self.config.stderr or sys.stderr) if self._stdio else None
             self._runner = asyncio.create_task(self._run(ready, stop), name=f"mcp:{self.name}")
             try:
                 async with asyncio.timeout(self.config.connect_timeout):
                     session, self._ended = await asyncio.shield(ready)
             except TimeoutError:
+                error = await self._start_failed(
+                    f"did not start within {self.config.connect_timeout:g}s"
+                )
                 self.retire(cancel=True)
-                raise MCPUnavailableError(
-                    f"MCP server {self.name!r} did not start within "
-                    f"{self.config.connect_timeout:g}s"
-                ) from None
+                raise error from None
             except Exception as exc:
+                error = await self._start_failed("could not be reached", exc)
                 self.retire(cancel=True)
-                raise MCPUnavailableError(
-                    f"MCP server {self.name!r} could not be reached: {_describe(exc)}"
-                ) from exc
+                raise error from exc
+            if self._stderr is not None:
+                self._stderr.close()  # the server has its own copy; ours would hide its exit
             self._session = session
+            self._failures = 0
+            self._retry_at = 0.0
             return session
+
+    @property
+    def _stdio(self) -> bool:
+        return not self.config.url
+
+    async def _stderr_tail(self) -> str:
+        """What the server last wrote to stderr (given a moment to finish writing)."""
+        stderr = self._stderr
+        if stderr is None:
+            return ""
+        stderr.close()
+        await asyncio.to_thread(stderr.wait, _STDERR_GRACE)
+        return stderr.text()
+
+    async def _start_failed(
+        self, what: str, exc: BaseException | None = None
+    ) -> MCPUnavailableError:
+        """The error for a failed start, with all that is known; the next start backs off."""
+        self._failures += 1
+        delay = min(_RETRY_MAX, _RETRY_FIRST * 2 ** (self._failures - 1))
+        self._retry_at = asyncio.get_running_loop().time() + delay
+        config = self.config
+        where = f"command: {_command_line(config)}" if self._stdio else f"url: {config.url}"
+        details = []
+        if exc is not None:
+            details.append(_describe(exc))
+        status, tail = _exit_status(await self._stderr_tail())
+        if status:
+            what += f"; the server process {status}"
+        if tail:
+            details.append(f"last lines on stderr:\n{tail}")
+        self._last_failure = "\n".join(details)
+        return MCPUnavailableError(
+            f"MCP server {self.name!r} {what} ({where}). sp4rk tries again in {delay:g}s; "
+            "fix the server or its configuration if this persists.",
+            self._last_failure,
+        )
 
     @property
     def name(self) -> str:
@@ -283,12 +399,16 @@ class _Connection:
             code = getattr(getattr(exc, "error", None), "code", None)
             if isinstance(code, int) and code != _CONNECTION_CLOSED:
                 raise MCPUnavailableError(
-                    f"MCP server {self.name!r} refused the request: {_describe(exc)}"
+                    f"MCP server {self.name!r} refused the request; what it said:",
+                    _describe(exc),
                 ) from exc
+            status, tail = _exit_status(await self._stderr_tail())
             self.retire()
             raise MCPUnavailableError(
-                f"MCP server {self.name!r} failed ({_describe(exc)}); it will be restarted "
-                "on the next call"
+                f"MCP server {self.name!r} failed"
+                + (f" (the server process {status})" if status else "")
+                + "; it will be restarted on the next call. What was reported:",
+                _describe(exc) + (f"\nlast lines on stderr:\n{tail}" if tail else ""),
             ) from exc
 
     async def _run(
@@ -321,17 +441,27 @@ class _Connection:
     def _transport(self) -> contextlib.AbstractAsyncContextManager[tuple[Any, Any]]:
         if self.config.url:
             return _http_transport(self.config.url, self.config.headers)
+        argv = [self.config.command, *self.config.args]
+        if sys.executable:  # (an embedded Python has none: then no exit status is known)
+            argv = [sys.executable, "-I", "-S", "-c", _SUPERVISOR, *argv]
         params = StdioServerParameters(
-            command=self.config.command,
-            args=list(self.config.args),
+            command=argv[0],
+            args=argv[1:],
             env=dict(self.config.env) if self.config.env is not None else None,
             cwd=self.config.cwd,
         )
-        return _pair(stdio_client(params, errlog=self.config.stderr or sys.stderr))
+        assert self._stderr is not None
+        return _pair(stdio_client(params, errlog=self._stderr.writer()))
 
     def retire(self, *, cancel: bool = False) -> None:
         """Drop the current connection; its task stops the server in the background."""
         self._session = self._ended = None
+        if self._stderr is not None:
+            stderr, self._stderr = self._stderr, None
+            if self._runner is not None and not self._runner.done():
+                self._runner.add_done_callback(lambda _: stderr.close())
+            else:
+                stderr.close()
         if self._stop is not None:
             self._stop.set()
         runner = self._runner
@@ -420,7 +550,11 @@ class MCPGateway:
                 )
                 continue
             claimed[tool.name] = tool
-            registry.register(tool, source=tool.server, source_category="mcp", group=tool.group)
+            # replace=True: the server's own tools, registered again (``_conflict`` kept
+            # every other owner's name).
+            registry.register(
+                tool, source=tool.server, source_category="mcp", group=tool.group, replace=True
+            )
             result.registered.append(tool.name)
         return result
 
@@ -507,6 +641,66 @@ def _wire(model: Any) -> dict[str, Any]:
     """An SDK result model as its JSON wire form (the same keys in every SDK version)."""
     data = model.model_dump(mode="json", by_alias=True, exclude_none=True)
     return data if isinstance(data, dict) else {}
+
+
+class _StderrTail:
+    """A pipe for a stdio server's stderr: passed on to ``sink``, the last bytes kept."""
+
+    def __init__(self, sink: TextIO) -> None:
+        self._sink = sink
+        read_fd, write_fd = os.pipe()
+        self._write = os.fdopen(write_fd, "w")
+        self._tail = bytearray()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(
+            target=self._pump, args=(read_fd,), name="mcp-stderr", daemon=True
+        )
+        self._thread.start()
+
+    def writer(self) -> TextIO:
+        """The file to hand the server as its stderr."""
+        return self._write
+
+    def _pump(self, read_fd: int) -> None:
+        with os.fdopen(read_fd, "rb", buffering=0) as pipe:
+            while block := pipe.read(4096):
+                with self._lock:
+                    self._tail += block
+                    del self._tail[:-STDERR_TAIL_BYTES]
+                with contextlib.suppress(Exception):  # a closed or broken sink loses nothing
+                    self._sink.write(block.decode("utf-8", "replace"))
+                    self._sink.flush()
+
+    def wait(self, timeout: float) -> None:
+        """Block until every writer closed the pipe (the server exited), or ``timeout``."""
+        self._thread.join(timeout)
+
+    def text(self) -> str:
+        """The last bytes written so far."""
+        with self._lock:
+            data = bytes(self._tail)
+        return data.decode("utf-8", "replace").strip()
+
+    def close(self) -> None:
+        """Close our end of the pipe (the pump ends when the server's end closes too)."""
+        with contextlib.suppress(OSError):
+            self._write.close()
+
+
+def _exit_status(tail: str) -> tuple[str, str]:
+    """How the server process ended (``""``: it had not) and ``tail`` without that line.
+
+    The supervisor (:data:`_SUPERVISOR`) wrote it.
+    """
+    at = tail.rfind(_EXIT_LINE)
+    if at < 0:
+        return "", tail
+    status, _, rest = tail[at + len(_EXIT_LINE) :].partition("]")
+    return status, (tail[:at] + rest).strip()
+
+
+def _command_line(config: MCPServerConfig) -> str:
+    return " ".join(shlex.quote(part) for part in (config.command, *config.args))
 
 
 def _describe(exc: BaseException) -> str:

@@ -19,9 +19,12 @@ from sp4rk.tools.base import (
     ToolResult,
     ToolReview,
     guarded_execute,
+    own_error,
+    parse_error_result,
     traits_of,
 )
 from sp4rk.tools.context import RunContext
+from sp4rk.tools.tool_input import checked_input
 
 logger = logging.getLogger("sp4rk.tools")
 
@@ -41,7 +44,10 @@ class Registry:
 
     ``execute`` never raises for a bad call: unknown names, unparseable input, denied policies,
     :class:`~sp4rk.tools.ToolError` and unexpected exceptions all come back as
-    ``ToolResult(is_error=True)`` (cancellation still propagates).
+    ``ToolResult(is_error=True)`` (cancellation still propagates). Input is checked before any
+    tool sees it (:func:`~sp4rk.tools.tool_input.checked_input`): JSON past a safety limit
+    (depth, number size, ``NaN``, a repeated key) is a parse error, and lone surrogates are
+    replaced.
 
     Policies: ``ALWAYS_DENY`` tools are refused; ``USER_CONFIRM`` tools run only when the
     executor's HITL handler explicitly approved the call (``HITLToolDecision(allow=True)``),
@@ -67,8 +73,12 @@ class Registry:
         source: str = "core",
         source_category: Literal["core", "mcp"] | None = None,
         group: str = "",
+        replace: bool = False,
     ) -> None:
-        """Add ``tool``, replacing a tool of the same name unless that would let MCP shadow core.
+        """Add ``tool``; a tool of the same name is replaced only when ``replace`` says so.
+
+        Two tools registered under one name by mistake would otherwise replace each other
+        silently. An MCP tool never replaces a core one, ``replace`` or not.
 
         Args:
             tool: the tool.
@@ -76,10 +86,12 @@ class Registry:
             source_category: ``"core"`` or ``"mcp"``; by default ``"mcp"`` for any source
                 other than ``"core"``.
             group: a free-form group name shown in descriptors.
+            replace: replace a registered tool of the same name.
 
         Raises:
             TypeError: when ``tool`` does not satisfy the ``Tool`` protocol.
-            ValueError: when an MCP tool would shadow a built-in or host tool of the same name.
+            ValueError: when the name is taken (and ``replace`` is false), or an MCP tool
+                would shadow a built-in or host tool of the same name.
         """
         if not conforms(tool, Tool):
             raise TypeError(
@@ -92,6 +104,12 @@ class Registry:
             raise ValueError(
                 f"MCP tool {tool.name!r} from {source!r} would shadow the core tool of that "
                 "name; rename it on the server or register it under another name"
+            )
+        if existing is not None and not replace:
+            raise ValueError(
+                f"a tool named {tool.name!r} is already registered (from {existing.source!r}); "
+                "give the new one another name, unregister the old one first, or pass "
+                "replace=True"
             )
         judge = tool if conforms(tool, ToolJudge) else None
         risk_judge = tool if conforms(tool, RiskJudge) else None
@@ -165,13 +183,15 @@ class Registry:
         entry = self._entries.get(name)
         if entry is None:
             known = ", ".join(sorted(self._entries)) or "(none)"
-            return ToolResult(f"tool not found: {name}. Available tools: {known}", is_error=True)
+            return own_error(f"tool not found: {name}. Available tools: {known}")
         review = self.review(ctx, name, input)
         assert review is not None
         if review.policy is ToolPolicy.ALWAYS_DENY:
-            return ToolResult(
-                f"blocked by security policy: tool {name!r} is not allowed to run", is_error=True
-            )
+            return own_error(f"blocked by security policy: tool {name!r} is not allowed to run")
+        try:
+            input = checked_input(input)
+        except ValueError as exc:
+            return parse_error_result(str(exc))
         if review.policy is ToolPolicy.USER_CONFIRM and not ctx.tool_call_approved:
             fix = (
                 "or switch that tool's judge off (for the built-in shell: "
@@ -188,11 +208,10 @@ class Registry:
                 fix,
             )
             why = f" because {review.reason}" if review.reason else ""
-            return ToolResult(
+            return own_error(
                 f"Not run: {name} needs a human's approval{why}, and no one approved it in this "
                 "run. Find another way that stays inside the workspace, or explain in your "
-                "answer why this call is needed.",
-                is_error=True,
+                "answer why this call is needed."
             )
         return await guarded_execute(name, lambda: entry.tool.execute(ctx, input), logger)
 

@@ -102,7 +102,10 @@ class ToolResultCache:
         with self._lock:
             self._stores += 1
             existing = self._entries.get(full)
+            ttl = self.mcp_ttl if source not in ("", "core") else 0.0
             if existing is not None and not existing.expired(now):
+                if existing.ttl:  # the same result came again: it is fresh again
+                    existing = self._entries[full] = dataclasses.replace(existing, created_at=now)
                 if file_path is not None:  # the same text read again: trust the fresh stat
                     self._entries[full] = dataclasses.replace(
                         existing, file_path=file_path, mtime=mtime, size=size
@@ -111,7 +114,6 @@ class ToolResultCache:
                 return full
             if existing is not None:
                 self._remove(full)
-            ttl = self.mcp_ttl if source not in ("", "core") else 0.0
             entry = CacheEntry(full, tool_name, content, now, file_path, mtime, size, ttl)
             self._entries[full] = entry
             bucket = self._by_prefix.get(full[:MIN_PREFIX])

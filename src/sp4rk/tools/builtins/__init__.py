@@ -47,6 +47,10 @@ def builtin_tools(
         shell_env: variables added to bash_exec's allowlisted environment.
         confirm_risky_commands: let the shell rule set ask for approval of commands that
             reach the network, change the system or touch paths outside the workspace.
+
+    Raises:
+        TypeError: when ``extra_roots`` or ``allow_hosts`` is a single string, not a list.
+        ValueError: when the workspace or an extra root is not an existing directory.
     """
     fs = Confinement(workspace, extra_roots)
     return [
@@ -72,7 +76,12 @@ def register_builtins(
     shell_env: Mapping[str, str] | None = None,
     confirm_risky_commands: bool = True,
 ) -> None:
-    """Register every built-in tool (see :func:`builtin_tools`) in ``registry``."""
+    """Register every built-in tool (see :func:`builtin_tools`) in ``registry``.
+
+    Raises:
+        TypeError, ValueError: as :func:`builtin_tools`; ``ValueError`` also when a tool of
+            the same name is registered already.
+    """
     for t in builtin_tools(
         workspace,
         extra_roots=extra_roots,

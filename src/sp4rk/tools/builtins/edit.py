@@ -2,7 +2,9 @@
 
 A missing ``old_string`` is the most common failure of a model editing code: a wrong
 indentation, a stale copy, a line-number prefix pasted along. The error therefore shows the
-nearest candidates in the file with their line numbers; an ambiguous match says where every
+nearest candidates in the file with their line numbers (each inside an
+``<untrusted-content>`` boundary: the file may say anything, and edit_file's own output is
+not wrapped as a whole); an ambiguous match says where every
 occurrence is. Several edits in one call apply in order and all or nothing.
 """
 
@@ -14,6 +16,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
+from sp4rk._internal.untrusted import wrap_untrusted_content
 from sp4rk.tools.base import Tool, ToolError, ToolPolicy
 from sp4rk.tools.builtins.files import EDITS_FILE, encode_text, read_text_file, write_atomic
 from sp4rk.tools.builtins.paths import Confinement
@@ -151,7 +154,8 @@ def _candidates_note(text: str, old: str) -> str:
     for first, last, ratio, snippet in candidates:
         where = f"line {first}" if first == last else f"lines {first}-{last}"
         how = "differs only in whitespace" if ratio == 1 else f"{round(ratio * 100)}% similar"
-        parts.append(f"--- {where} ({how}):\n{snippet}")
+        # File content in a trusted tool's message: it gets a boundary of its own.
+        parts.append(f"--- {where} ({how}):\n{wrap_untrusted_content(snippet, 'edit_file')}")
     parts.append("Copy the exact text from one of these (whitespace included) and retry.")
     return "\n".join(parts)
 

@@ -26,6 +26,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from sp4rk._internal.args import as_list, existing_directory
 from sp4rk.tools.base import ToolError
 from sp4rk.tools.context import RunContext
 
@@ -63,6 +64,10 @@ class Confinement:
     Args:
         workspace: the default workspace; ``RunContext.workspace`` overrides it per run.
         extra_roots: further directories the host allows (for example a shared data folder).
+
+    Raises:
+        TypeError: when ``extra_roots`` is a single path rather than a list of them.
+        ValueError: when the workspace or an extra root is not an existing directory.
     """
 
     def __init__(
@@ -70,8 +75,9 @@ class Confinement:
         workspace: str | os.PathLike[str] | None,
         extra_roots: Sequence[str | os.PathLike[str]] = (),
     ) -> None:
-        self.workspace = Path(workspace) if workspace is not None else None
-        self.extra_roots = tuple(Path(r) for r in extra_roots)
+        roots = as_list(extra_roots, "extra_roots", "directories")
+        self.workspace = None if workspace is None else existing_directory(workspace, "workspace")
+        self.extra_roots = tuple(existing_directory(r, "extra root") for r in roots)
 
     def roots(self, ctx: RunContext) -> list[Path]:
         """The resolved roots for this run, the workspace first.
@@ -85,6 +91,8 @@ class Confinement:
                 "no workspace is configured for this run: the host must pass a workspace to "
                 "builtin_tools() or set RunContext.workspace"
             )
+        if "\x00" in str(workspace):
+            raise ToolError(f"the workspace {str(workspace)!r} contains a NUL byte")
         ws = Path(os.path.realpath(workspace))
         if not ws.is_dir():
             raise ToolError(

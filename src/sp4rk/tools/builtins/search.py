@@ -8,27 +8,34 @@ it is never given the checked path text. The directory (or file) to search is op
 without following links, and ``rg`` runs in ``/proc/self/fd/N`` searching ``.`` (or searches
 ``/proc/self/fd/N``, the opened file): a symlink swapped in after the check cannot redirect
 it (Linux).
+
+Both are bounded whatever pattern the model picks. ``rg`` matches with finite automata
+(linear time), in a process that is killed at :data:`RG_TIMEOUT` or when the call is
+cancelled. ``glob`` and ``.gitignore`` patterns are matched by :mod:`.globs` in linear time,
+and the walk runs in a worker thread that stops at :data:`GLOB_TIMEOUT` (or when the call is
+cancelled) with an error observation listing what it found.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import json
 import logging
 import os
-import re
 import shutil
 import stat
 import sysconfig
+import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Literal
 
-import pathspec
-
 from sp4rk._internal.proc import allowlisted_environment, run_process
-from sp4rk.tools.base import Tool, ToolError
+from sp4rk.tools.base import Tool, ToolError, ToolResult
 from sp4rk.tools.builtins.files import open_regular
+from sp4rk.tools.builtins.globs import Glob, GlobError, IgnorePattern, parse_gitignore
 from sp4rk.tools.builtins.paths import (
     Confinement,
     Target,
@@ -44,6 +51,10 @@ logger = logging.getLogger("sp4rk.tools")
 
 #: Most paths glob returns.
 MAX_GLOB_RESULTS = 5000
+#: Seconds one glob may walk before it stops with what it found.
+GLOB_TIMEOUT = 30.0
+#: Files glob looks at between two checks of its time limit.
+_CHECK_EVERY = 256
 #: Default and largest number of matches ripgrep returns.
 DEFAULT_MAX_MATCHES = 500
 MAX_MATCHES = 5000
@@ -64,16 +75,18 @@ class IgnoreRules:
 
     Patterns are relative to the directory holding the file; a deeper file's decision wins;
     ``.git`` is always ignored. Paths are POSIX-style and relative to the tree's root.
+    Matching takes linear time whatever the patterns (see :mod:`.globs`): a ``.gitignore``
+    is file content, and a model can write one.
     """
 
     def __init__(self) -> None:
-        self._specs: dict[str, pathspec.GitIgnoreSpec] = {}
+        self._specs: dict[str, list[IgnorePattern]] = {}
 
     def add(self, rel_dir: str, text: str) -> None:
         """Use the ``.gitignore`` ``text`` found in ``rel_dir`` (``""`` for the root)."""
-        spec = pathspec.GitIgnoreSpec.from_lines(text.splitlines())
-        if spec.patterns:
-            self._specs[rel_dir] = spec
+        patterns = parse_gitignore(text)
+        if patterns:
+            self._specs[rel_dir] = patterns
 
     def load(self, dir_fd: int, rel_dir: str) -> None:
         """Read ``.gitignore`` in the directory open as ``dir_fd``, if there is one."""
@@ -93,84 +106,32 @@ class IgnoreRules:
             return False
         parent = rel_path.rsplit("/", 1)[0] if "/" in rel_path else ""
         while True:
-            spec = self._specs.get(parent)
-            if spec is not None:
+            patterns = self._specs.get(parent)
+            if patterns is not None:
                 sub = rel_path[len(parent) + 1 :] if parent else rel_path
-                result = spec.check_file(sub + "/" if is_dir else sub)
-                if result.include is not None:
-                    return bool(result.include)
+                names = sub.split("/")
+                for pattern in reversed(patterns):  # the last line that applies decides
+                    if pattern.matches(names, is_dir):
+                        return not pattern.negate
             if not parent:
                 return False
             parent = parent.rsplit("/", 1)[0] if "/" in parent else ""
 
 
-def glob_to_regex(pattern: str) -> re.Pattern[str]:
-    """Compile a glob with ``**``, ``*``, ``?``, ``[...]`` and ``{a,b}`` into a regex.
-
-    ``*`` and ``?`` stay within one path component; ``**`` as a whole component matches
-    any number of components, including none.
+def compile_glob(pattern: str) -> Glob:
+    """Compile a glob with ``**``, ``*``, ``?``, ``[...]`` and ``{a,b}`` (see :mod:`.globs`).
 
     Raises:
-        ToolError: for an absolute pattern or one that cannot compile.
+        ToolError: for an absolute pattern or one that cannot be used.
     """
     if pattern.startswith("/"):
         raise ToolError("glob error: the pattern must be relative; put the directory in path")
     while pattern.startswith("./"):
         pattern = pattern[2:]
     try:
-        return re.compile(_translate(pattern) + r"\Z", re.DOTALL)
-    except re.error as exc:
-        raise ToolError(f"glob error: bad pattern {pattern!r}: {exc}") from None
-
-
-def _translate(pat: str) -> str:
-    out: list[str] = []
-    i, n = 0, len(pat)
-    while i < n:
-        c = pat[i]
-        if c == "*":
-            if pat.startswith("**", i) and (i == 0 or pat[i - 1] == "/"):
-                j = i + 2
-                if j == n:
-                    out.append(".*")
-                    i = j
-                    continue
-                if pat[j] == "/":
-                    out.append("(?:.*/)?")
-                    i = j + 1
-                    continue
-            while i < n and pat[i] == "*":
-                i += 1
-            out.append("[^/]*")
-            continue
-        if c == "?":
-            out.append("[^/]")
-        elif c == "[":
-            end = pat.find(
-                "]", i + 2 if pat.startswith("[!", i) or pat.startswith("[^", i) else i + 1
-            )
-            if end < 0:
-                out.append(re.escape(c))
-            else:
-                body = pat[i + 1 : end]
-                if body[:1] in ("!", "^"):
-                    body = "^" + body[1:]
-                out.append("[" + body.replace("\\", "\\\\") + "]")
-                i = end + 1
-                continue
-        elif c == "{":
-            end = pat.find("}", i)
-            if end < 0:
-                out.append(re.escape(c))
-            else:
-                alternatives = pat[i + 1 : end].split(",")
-                out.append("(?:" + "|".join(_translate(a) for a in alternatives) + ")")
-                i = end + 1
-                continue
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return "".join(out)
+        return Glob(pattern)
+    except GlobError as exc:
+        raise ToolError(f"glob error: bad pattern {pattern[:200]!r}: {exc}") from None
 
 
 def ignore_rules_for(base: Target) -> IgnoreRules:
@@ -200,12 +161,12 @@ def search_tools(fs: Confinement, *, rg_path: str | None = None) -> list[Tool]:
         return fs.resolve(ctx, path or ".")
 
     @tool(name="glob", untrusted=True, read_only=True)
-    def glob(
+    async def glob(
         ctx: RunContext,
         pattern: str,
         path: str = "",
         type: Literal["files", "dirs", "all"] = "files",
-    ) -> str:
+    ) -> ToolResult:
         """Find files by name with a glob pattern such as "**/*.py" or "src/*.{js,ts}".
 
         Paths ignored by .gitignore files and the .git directory are skipped; symbolic
@@ -219,29 +180,13 @@ def search_tools(fs: Confinement, *, rg_path: str | None = None) -> list[Tool]:
         """
         if not pattern:
             raise ToolError("validation error: pattern is required")
-        regex = glob_to_regex(pattern)
+        matcher = compile_glob(pattern)
         base = base_target(ctx, path)
-        rules = ignore_rules_for(base)
-        under = "".join(part + "/" for part in base.parts)  # rules see root-relative paths
-        matches: list[str] = []
-        note = ""
-        with open_directory(base) as base_fd:
-            try:
-                _walk_matches(base_fd, regex, rules, under, type, matches)
-            except _Full:
-                note = (
-                    f"[stopped at {MAX_GLOB_RESULTS} matches; more may exist. Narrow the "
-                    "pattern or the path]"
-                )
-            except TreeTooDeepError:
-                note = (
-                    "[stopped: the directory tree is nested too deeply to walk further; "
-                    "search a deeper path]"
-                )
-        if not matches:
-            return note or "no matching files found"
-        matches.sort()
-        return "\n".join([*matches, note] if note else matches)
+        stop = threading.Event()
+        try:
+            return await asyncio.to_thread(_glob, base, matcher, type, stop)
+        finally:
+            stop.set()  # a cancelled call stops its walk too
 
     @tool(name="ripgrep", untrusted=True, read_only=True)
     async def ripgrep(
@@ -323,15 +268,63 @@ class _Full(Exception):
     """glob found more matches than it returns."""
 
 
+class _Cut(Exception):
+    """glob ran out of time, or its call was cancelled."""
+
+
+def _glob(base: Target, matcher: Glob, kind: str, stop: threading.Event) -> ToolResult:
+    """Walk ``base`` for ``matcher`` (in a worker thread) within :data:`GLOB_TIMEOUT`."""
+    rules = ignore_rules_for(base)
+    under = "".join(part + "/" for part in base.parts)  # rules see root-relative paths
+    matches: list[str] = []
+    note = ""
+    deadline = time.monotonic() + GLOB_TIMEOUT
+
+    def check() -> None:
+        if stop.is_set() or time.monotonic() > deadline:
+            raise _Cut
+
+    with open_directory(base) as base_fd:
+        try:
+            _walk_matches(base_fd, matcher, rules, under, kind, matches, check)
+        except _Full:
+            note = (
+                f"[stopped at {MAX_GLOB_RESULTS} matches; more may exist. Narrow the pattern "
+                "or the path]"
+            )
+        except TreeTooDeepError:
+            note = (
+                "[stopped: the directory tree is nested too deeply to walk further; search a "
+                "deeper path]"
+            )
+        except _Cut:
+            found = f"; the {len(matches)} matches found so far are listed" if matches else ""
+            text = "\n".join(sorted(matches))
+            return ToolResult(
+                (text + "\n" if text else "")
+                + f"[glob stopped after {GLOB_TIMEOUT:g}s before the walk was complete{found}. "
+                "Search a smaller directory (path) or use a more specific pattern.]",
+                is_error=True,
+            )
+    if not matches:
+        return ToolResult(note or "no matching files found")
+    matches.sort()
+    return ToolResult("\n".join([*matches, note] if note else matches))
+
+
 def _walk_matches(
     base_fd: int,
-    regex: re.Pattern[str],
+    matcher: Glob,
     rules: IgnoreRules,
     under: str,
     kind: str,
     matches: list[str],
+    check: Callable[[], None],
 ) -> None:
-    """Add the paths below ``base_fd`` that ``regex`` matches to ``matches``.
+    """Add the paths below ``base_fd`` that ``matcher`` matches to ``matches``.
+
+    ``check`` is called for every directory and every :data:`_CHECK_EVERY` entries; it
+    raises to end the walk.
 
     Raises:
         _Full: when one more match than :data:`MAX_GLOB_RESULTS` is found (the walk stops).
@@ -344,8 +337,10 @@ def _walk_matches(
         matches.append(rel)
 
     walk = walk_tree(base_fd)
+    seen = 0
     with contextlib.closing(walk):  # its directory descriptors close when the walk stops
         for rel_dir, dirnames, filenames, dir_fd in walk:
+            check()
             prefix = rel_dir + "/" if rel_dir else ""
             rules.load(dir_fd, (under + prefix).rstrip("/"))
             kept_dirs = []
@@ -353,14 +348,17 @@ def _walk_matches(
                 rel = prefix + name
                 if not rules.ignored(under + rel, True):
                     kept_dirs.append(name)
-                    if kind != "files" and regex.match(rel):
+                    if kind != "files" and matcher.match(rel):
                         collect(rel)
             dirnames[:] = kept_dirs
             if kind == "dirs":
                 continue
             for name in filenames:
+                seen += 1
+                if seen % _CHECK_EVERY == 0:
+                    check()
                 rel = prefix + name
-                if regex.match(rel) and not rules.ignored(under + rel, False):
+                if matcher.match(rel) and not rules.ignored(under + rel, False):
                     collect(rel)
 
 
@@ -444,9 +442,9 @@ class _RgReport:
         data = event.get("data") or {}
         if kind not in ("match", "context"):
             return
-        path = self.shown_as(_text(data.get("path")))
+        path = self.shown_as(rg_text(data.get("path")))
         number = data.get("line_number")
-        text = _text(data.get("lines")).rstrip("\r\n")
+        text = rg_text(data.get("lines")).rstrip("\r\n")
         if len(text) > MAX_MATCH_CHARS:
             text = text[:MAX_MATCH_CHARS] + "…"
             self.long_line = True
@@ -481,7 +479,7 @@ class _RgReport:
         return "\n".join(parts + notes)
 
 
-def _text(value: Any) -> str:
+def rg_text(value: Any) -> str:
     """Decode rg's ``{"text": ...}`` or ``{"bytes": base64}`` to text."""
     if not isinstance(value, dict):
         return ""

@@ -1,8 +1,10 @@
 """``bash_exec``: run a shell command in the workspace, hygienically.
 
-- **Own process group, stdin closed.** A timeout, a cancelled run, or the command returning
-  kills every process it left behind, grandchildren and ``setsid`` escapees included
-  (:func:`sp4rk._internal.proc.run_process`).
+- **Own process group, stdin closed, own PID namespace.** A timeout, a cancelled run, or the
+  command returning kills every process it left behind, grandchildren and ``setsid``
+  escapees included; where Linux allows it the command runs in a PID namespace with its own
+  ``/proc``, which no process can leave (``env -i setsid`` included) and in which this
+  process, and so its environment, is not visible (:func:`sp4rk._internal.proc.run_process`).
 - **Capped output.** stdout and stderr are merged and read as they come; the first
   :data:`HEAD_BYTES` and the last :data:`TAIL_BYTES` are kept, the middle is counted and
   dropped, so ``yes`` cannot fill memory.
@@ -21,7 +23,6 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -29,9 +30,10 @@ from typing import Any
 from sp4rk._internal.proc import ProcessOutcome, allowlisted_environment, run_process
 from sp4rk.tools.base import Tool, ToolError, ToolResult
 from sp4rk.tools.builtins.paths import Confinement
-from sp4rk.tools.builtins.shell_rules import ShellVerdict, judge_command
+from sp4rk.tools.builtins.shell_rules import MAX_COMMAND_BYTES, ShellVerdict, judge_command
 from sp4rk.tools.context import RunContext
 from sp4rk.tools.function import FunctionTool
+from sp4rk.tools.tool_input import parse_tool_input
 
 #: Seconds a command may run when the model gives no timeout.
 DEFAULT_TIMEOUT = 60.0
@@ -77,11 +79,11 @@ class ShellTool(FunctionTool[..., Awaitable[ToolResult]]):
 
 
 def _arguments(input: str) -> dict[str, Any] | None:
+    """The call's arguments, or ``None`` when they do not parse (the call fails anyway)."""
     try:
-        args = json.loads(input)
+        return parse_tool_input(input)
     except ValueError:
         return None
-    return args if isinstance(args, dict) else None
 
 
 def shell_tools(
@@ -106,6 +108,8 @@ def shell_tools(
         command, where = args.get("command"), args.get("working_directory") or "."
         if not isinstance(command, str) or not isinstance(where, str):
             return None
+        if _too_long(command):
+            return None  # refused without running
         try:
             roots = fs.roots(ctx)
             cwd = fs.resolve(ctx, where)
@@ -143,6 +147,11 @@ def shell_tools(
             raise ToolError("validation error: command is required")
         if "\x00" in command:
             raise ToolError("invalid command: it contains a NUL byte")
+        if _too_long(command):
+            raise ToolError(
+                f"invalid command: longer than {MAX_COMMAND_BYTES} bytes, more than the system "
+                "accepts; write a script file with write_file and run that"
+            )
         limit = min(timeout if timeout > 0 else DEFAULT_TIMEOUT, max_timeout)
         try:
             cwd = fs.resolve(ctx, working_directory or ".")
@@ -167,6 +176,7 @@ def shell_tools(
             timeout=limit,
             max_output_bytes=HEAD_BYTES,
             tail_bytes=TAIL_BYTES,
+            contain=True,
         )
         return format_outcome(outcome, limit)
 
@@ -199,6 +209,10 @@ def format_outcome(outcome: ProcessOutcome, limit: float) -> ToolResult:
     if code < 0:
         return ToolResult(text + f"\n[killed by signal {-code}]", is_error=True)
     return ToolResult(text + f"\n[exit status {code}]", is_error=True)
+
+
+def _too_long(command: str) -> bool:
+    return len(command.encode("utf-8", "surrogatepass")) > MAX_COMMAND_BYTES
 
 
 def _processes(count: int) -> str:

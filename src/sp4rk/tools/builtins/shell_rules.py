@@ -30,7 +30,14 @@ newline, ``(``, and inside ``$(...)``, backticks and ``sh -c "..."``); wrappers 
    ``$PWD`` and the other variables of the command's environment, in the ``$NAME`` and
    ``${NAME}`` forms (an unset one is empty). The program's own path (``/usr/bin/python3``)
    and harmless devices (``/dev/null``, ``/dev/stdout`` …) are exempt.
-4. **Opaque** — the command cannot be judged: unbalanced quotes, ``eval``, ``~user``,
+4. **Other processes' secrets** — the command reads what other processes hold, where API
+   keys live: ``ps`` with the BSD ``e`` option (``ps e``, ``ps axeww``) or ``-E``, which
+   print every process's environment; any mention of a process's files under ``/proc``
+   (``/proc/<pid>/…``, ``/proc/self/…``, ``/proc/$PPID/environ``, ``/proc/*/environ``),
+   even inside a ``python -c`` script or quotes; or a debugger or tracer attaching to a
+   running process (``gdb -p``, ``strace -p``, ``gcore`` …). ``ps aux``, ``ps -ef`` and
+   ``env`` (which prints the command's own, allowlisted environment) run unasked.
+5. **Opaque** — the command cannot be judged: unbalanced quotes, ``eval``, ``~user``,
    ``$'...'`` quoting, a program name computed at run time (``$a$b``, ``c${x}url``, a glob or
    brace pattern), a path word whose variable part is unknown (``${PWD%/*}/x``, ``$X/..``
    after ``X=…``), ``cd -``, ``popd``, ``cd ..`` inside a loop or function, or substitutions
@@ -123,6 +130,19 @@ FILE_CHANGING_SUBCOMMANDS: dict[str, frozenset[str]] = {
     "git": frozenset({"reset", "clean", "checkout", "restore", "rm", "mv", "apply", "am",
                       "merge", "rebase", "stash", "switch", "pull", "commit"}),
 }  # fmt: skip
+#: Programs that read the memory of a running process (any use).
+PROCESS_READERS = frozenset({"gcore", "pstack", "gdbserver"})
+#: Debuggers and tracers: they read another process when given one of these options.
+ATTACHING_PROGRAMS = frozenset({"gdb", "lldb", "strace", "ltrace", "perf", "bpftrace"})
+_ATTACH_OPTIONS = frozenset({"-p", "--pid", "--attach-pid", "--attach"})
+#: A process's own files under /proc: a PID, self, or something computed at run time.
+_PROC_FILES = re.compile(r"/proc/+(?:\d|self\b|thread-self\b|[$*?\[{`]|[\"'] *[+%.,)])")
+#: ps options followed by a value (a format, a user, a PID list …).
+_PS_WITH_VALUE = frozenset("oOpqsuUgGCtkDFN")
+_PS_LONG_WITH_VALUE = frozenset({"format", "sort", "pid", "ppid", "user", "group", "cols",
+                                 "rows", "width", "tty", "sid", "quick-pid"})  # fmt: skip
+_PROC_ENVIRON = re.compile(r"/proc\b.*\benviron\b", re.DOTALL)
+
 #: Paths outside the roots that are still harmless to name.
 HARMLESS_PATHS = frozenset(
     {
@@ -156,6 +176,12 @@ _SUBSTITUTION = re.compile(r"\$\(|`")
 _PLACEHOLDER = "$__SUBSTITUTION__"
 _GLOB_CHARS = re.compile(r"[*?\[{]")
 _MAX_DEPTH = 4
+#: Simple commands and path checks one judgement may take (wrappers of wrappers multiply).
+_MAX_WORK = 20_000
+#: The work one path check costs (it resolves the path on disk).
+_PATH_WORK = 10
+#: The longest command judged: Linux refuses a longer ``bash -c`` argument anyway.
+MAX_COMMAND_BYTES = 128 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +209,10 @@ class _Unknown(Exception):
     """A word's value depends on something the rules cannot see."""
 
 
+class _TooComplex(Exception):
+    """Judging the command would take more than :data:`_MAX_WORK` steps."""
+
+
 @dataclass(slots=True)
 class _Judge:
     roots: tuple[Path, ...]
@@ -194,6 +224,7 @@ class _Judge:
     assigned: set[str] = field(default_factory=set)
     repeats: bool = False
     climbs: bool = False
+    work: int = 0
 
     def flag(self, reason: str) -> None:
         if reason not in self.reasons:
@@ -229,20 +260,28 @@ class _Judge:
         for inner in bodies:
             self.command_line(inner, depth + 1)
 
+    def spend(self, units: int = 1) -> None:
+        """Count work; a command that needs more than :data:`_MAX_WORK` is not judged."""
+        self.work += units
+        if self.work > _MAX_WORK:
+            raise _TooComplex
+
     def simple_command(self, words: list[str], depth: int) -> None:
+        self.spend()
         i = 0
-        while i < len(words) and (words[i] in _KEYWORDS or _ASSIGNMENT.match(words[i])):
-            if words[i] in _LOOPS:
-                self.repeats = True
-            elif words[i] not in _KEYWORDS:
-                self.assignment(words[i])
-            i += 1
-        if i >= len(words):
-            return
-        program, args = self.program(words[i]), words[i + 1 :]
-        if program is None:  # it expands to nothing: the next word is the program
-            self.simple_command(args, depth)
-            return
+        while True:
+            while i < len(words) and (words[i] in _KEYWORDS or _ASSIGNMENT.match(words[i])):
+                if words[i] in _LOOPS:
+                    self.repeats = True
+                elif words[i] not in _KEYWORDS:
+                    self.assignment(words[i])
+                i += 1
+            if i >= len(words):
+                return
+            program, args = self.program(words[i]), words[i + 1 :]
+            if program is not None:
+                break
+            i += 1  # it expands to nothing: the next word is the program
         if program in _WRAPPERS:
             self.wrapped(program, words[i + 1 :], depth)
             return
@@ -275,6 +314,13 @@ class _Judge:
             self.note_change("find may delete or change files")
         if program in SYSTEM_PROGRAMS or program.startswith("mkfs."):
             self.flag(f"{program} changes the system outside the workspace")
+        if program == "ps" and _ps_shows_environments(args):
+            self.flag("ps e prints the environment of other processes, where API keys live")
+        if program in PROCESS_READERS or (
+            program in ATTACHING_PROGRAMS
+            and any(a in _ATTACH_OPTIONS or a.startswith(("--pid=", "-p")) for a in args)
+        ):
+            self.flag(f"{program} reads the memory of another process, where API keys live")
         if program == "eval":
             self.flag("eval runs text that cannot be judged in advance")
         if program in ("export", "declare", "typeset", "local", "readonly", "read"):
@@ -360,6 +406,7 @@ class _Judge:
             return
         if ".." in Path(target).parts:
             self.climbs = True
+        self.spend(_PATH_WORK * len(values) * len(self.cwds))
         reached = {
             Path(os.path.realpath(os.path.join(cwd, value)))
             for value in values
@@ -398,6 +445,7 @@ class _Judge:
             if glob:
                 value = os.path.dirname(value[: glob.start()]) or "."
             for cwd in self.cwds:
+                self.spend(_PATH_WORK)
                 joined = os.path.join(cwd, value)
                 resolved = Path(os.path.realpath(joined))
                 if str(resolved) in HARMLESS_PATHS or str(resolved).startswith("/dev/fd/"):
@@ -455,7 +503,17 @@ def judge_command(
     environment = env if env is not None else allowlisted_environment()
     home = Path(os.path.realpath(environment.get("HOME") or os.path.expanduser("~")))
     judge = _Judge(tuple(roots), [cwd], home, environment)
-    judge.command_line(command, 0)
+    if len(command.encode("utf-8", "surrogatepass")) > MAX_COMMAND_BYTES:
+        judge.flag(f"it is longer than {MAX_COMMAND_BYTES} bytes, too long to judge")
+        return ShellVerdict(True, tuple(judge.reasons))
+    if _PROC_ENVIRON.search(command):
+        judge.flag("it reads a process's environment (/proc/…/environ), where API keys live")
+    elif _PROC_FILES.search(command):
+        judge.flag("it reads another process's files under /proc, where its secrets are")
+    try:
+        judge.command_line(command, 0)
+    except (_TooComplex, RecursionError):
+        judge.flag("it is too complex to judge")
     if judge.repeats and judge.climbs:
         judge.flag("it runs cd .. inside a loop or function, which the rules cannot follow")
     return ShellVerdict(bool(judge.reasons), tuple(judge.reasons), tuple(judge.changes))
@@ -544,6 +602,25 @@ def _dash_c_argument(args: list[str]) -> str | None:
         if arg.startswith("-") and "c" in arg[1:] and not arg.startswith("--"):
             return args[index + 1] if index + 1 < len(args) else None
     return None
+
+
+def _ps_shows_environments(args: list[str]) -> bool:
+    """Whether ``ps`` is given BSD ``e`` (``ps e``, ``ps axeww``) or ``-E``."""
+    takes_value = False
+    for arg in args:
+        if takes_value:
+            takes_value = False
+        elif arg.startswith("--"):
+            takes_value = "=" not in arg and arg[2:] in _PS_LONG_WITH_VALUE
+        elif arg.startswith("-"):
+            if "E" in arg[1:]:
+                return True
+            takes_value = arg[-1] in _PS_WITH_VALUE
+        elif arg.isalpha():  # BSD options, such as aux or axeww
+            if "e" in arg:
+                return True
+            takes_value = arg[-1] in _PS_WITH_VALUE
+    return False
 
 
 def _path_like(word: str) -> bool:

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
+from sp4rk._internal.args import as_list
 from sp4rk.tools.base import Tool, ToolError
 from sp4rk.tools.builtins.files import check_line_range
 from sp4rk.tools.function import tool
@@ -98,7 +99,8 @@ def web_tools(
         resolver: an async ``(host, port) -> addresses`` function; the system resolver by
             default.
     """
-    allow = frozenset(h.strip().lower() for h in allow_hosts if h.strip())
+    hosts = as_list(allow_hosts, "allow_hosts", "hosts")
+    allow = frozenset(h.strip().lower() for h in hosts if h.strip())
     resolve = resolver or system_resolver
 
     @tool(name="web_fetch", untrusted=True, read_only=True)
