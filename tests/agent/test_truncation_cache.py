@@ -199,9 +199,10 @@ def test_the_model_pages_the_rest_back_with_tool_result_read() -> None:
         obs,
     )
     assert "line 16" not in obs and "start_line=16" in obs
-    assert result.steps[1].is_untrusted
+    # The page wrapped itself (header and hints outside): it is not wrapped again whole.
+    assert not result.steps[1].is_untrusted
     assert events.of("tool_call")[1][2] == "dump (cached)"
-    assert result.output.startswith("<untrusted-content")  # what the model was shown
+    assert result.output.startswith("[Lines 11-15")  # what the model was shown
     assert "\nline 11\nline 12\nline 13\nline 14\nline 15\n" in result.output
 
 

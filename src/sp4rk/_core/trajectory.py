@@ -57,6 +57,17 @@ class Step(Serializable):
     is_untrusted: bool = False
     cache_hash: str = ""
     nudge_kind: NudgeKind | None = None
+    notes_length: int = 0
+    """The last ``notes_length`` characters of ``observation`` are sp4rk's own notes (how to
+    read a cut result, a parse-error hint, a verification result): a context manager keeps
+    them outside the untrusted wrapper, so no instruction of ours reads as the tool's."""
+
+    def observation_parts(self) -> tuple[str, str]:
+        """``(what the tool returned, sp4rk's notes on it)``, which make up ``observation``."""
+        cut = len(self.observation) - self.notes_length if self.notes_length > 0 else None
+        if cut is None or cut < 0:
+            return self.observation, ""
+        return self.observation[:cut], self.observation[cut:]
 
     @property
     def tool_name(self) -> str:

@@ -74,10 +74,19 @@ def _convert(tp: Any, data: Any) -> Any:
         return data
     origin = get_origin(tp)
     if origin in (typing.Union, types.UnionType):
-        args = [a for a in get_args(tp) if a is not type(None)]
+        options = get_args(tp)
         if data is None:
-            return None
+            if type(None) in options:
+                return None
+            raise TypeError(f"expected {tp}, got null")
+        args = [a for a in options if a is not type(None)]
         return _convert(args[0], data) if len(args) == 1 else data
+    if data is None:
+        raise TypeError(f"expected {getattr(tp, '__name__', tp)}, got null")
+    if origin is typing.Literal:
+        if data not in get_args(tp) or isinstance(data, bool) != isinstance(get_args(tp)[0], bool):
+            raise ValueError(f"expected one of {get_args(tp)}, got {data!r}")
+        return data
     if origin is list:
         if not isinstance(data, list):
             raise TypeError(f"expected a list, got {type(data).__name__}")

@@ -1,10 +1,11 @@
 """Taint-aware approvals: once a run has read untrusted content, risky calls need a human.
 
 A prompt injection works by getting the model to act on text an attacker wrote: a web page,
-an MCP result, a file from a cloned repository. After the run has seen such content, the
-calls an injected instruction would want — ones that reach the network, change files outside
-a scratch area, or that a server calls destructive — need an explicit approval even when
-their policy is ``ALWAYS_ALLOW``. The reason the human sees names the content's source.
+an MCP result, a file from somewhere else. After the run has seen such content, the calls an
+injected instruction would want — shell commands that reach the network, run inline code or
+change files, writes outside a scratch area, tools that act on other systems — need an
+explicit approval even when their policy is ``ALWAYS_ALLOW``. The reason the human sees
+names the content's source.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from sp4rk._internal import safejson
 from sp4rk._internal.serde import Serializable
-from sp4rk.tools.base import ToolPolicy, ToolReview, ToolTraits
+from sp4rk.tools.base import ToolTraits
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,14 +25,22 @@ class TaintPolicy:
 
     Attributes:
         enabled: escalate risky calls after untrusted content.
-        trusted_tools: tools whose output never taints the run, even when marked untrusted
-            (for example ``{"read_file"}`` when the workspace holds only your own code).
-        scratch_dirs: directories writes may go to without approval after taint.
+        workspace_is_trusted: the workspace holds your own files, so reading them (and the
+            output of commands run there) taints nothing; only results from outside it (the
+            web, MCP servers) do. Set ``False`` when the workspace holds content you did not
+            write, such as a cloned repository.
+        trusted_tools: tools whose output never taints the run.
+        scratch_dirs: directories writes may go to without approval after taint (relative
+            ones are taken inside the workspace).
+        fetches_need_approval: also escalate read-only network tools (``web_fetch``): a URL
+            can carry data out too, at the price of asking before every later fetch.
     """
 
     enabled: bool = True
+    workspace_is_trusted: bool = True
     trusted_tools: frozenset[str] = frozenset()
     scratch_dirs: tuple[Path, ...] = ()
+    fetches_need_approval: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.trusted_tools, str):
@@ -39,9 +48,13 @@ class TaintPolicy:
         if isinstance(self.scratch_dirs, str | Path):
             raise TypeError("scratch_dirs must be a sequence of directories, not one path")
         object.__setattr__(self, "trusted_tools", frozenset(self.trusted_tools))
-        object.__setattr__(
-            self, "scratch_dirs", tuple(Path(d).resolve() for d in self.scratch_dirs)
-        )
+        object.__setattr__(self, "scratch_dirs", tuple(Path(d) for d in self.scratch_dirs))
+
+    def taints(self, tool: str, traits: ToolTraits, untrusted: bool) -> bool:
+        """Whether an untrusted result of ``tool`` taints the run."""
+        if not untrusted or tool in self.trusted_tools:
+            return False
+        return traits.external or not self.workspace_is_trusted
 
 
 @dataclass(slots=True, kw_only=True)
@@ -62,32 +75,30 @@ class TaintState(Serializable):
         """Whether the model had seen untrusted content when it made ``step``'s calls."""
         return bool(self.source) and self.since_step < step
 
+    def note(self) -> str:
+        """How approvals name the taint: ``after untrusted content from <source>``."""
+        return f"after untrusted content from {self.source}"
+
 
 def escalation(
     policy: TaintPolicy,
-    taint: TaintState,
-    step: int,
     traits: ToolTraits,
-    review: ToolReview | None,
+    risk: str,
     raw_input: str,
     workspace: Path | None,
 ) -> str:
-    """Why this call needs a human after untrusted content, or ``""`` when it does not.
+    """What makes this call risky after untrusted content, or ``""`` when nothing does.
 
-    Calls a human is asked about anyway (``USER_CONFIRM``, or a judge that flagged them) and
-    denied ones are left to their policy.
+    ``risk`` is what the tool itself reports (the shell's rule set); the traits add writes
+    outside the scratch area and tools that act on other systems.
     """
-    if not policy.enabled or not taint.active_at(step):
-        return ""
-    if review is not None and review.policy is not ToolPolicy.ALWAYS_ALLOW:
-        return ""
     if traits.mutating and not _inside_scratch(policy.scratch_dirs, traits, raw_input, workspace):
-        why = "it changes files outside the scratch area"
-    elif review is not None and review.risk:
-        why = review.risk
-    else:
-        return ""
-    return f"after untrusted content from {taint.source}: {why}"
+        return "it changes files outside the scratch area"
+    if risk:
+        return risk
+    if traits.network and (not traits.read_only or policy.fetches_need_approval):
+        return "it sends data to another system"
+    return ""
 
 
 def _inside_scratch(
@@ -103,13 +114,10 @@ def _inside_scratch(
     value = data.get(traits.file_argument) if isinstance(data, dict) else None
     if not isinstance(value, str) or not value or "\x00" in value:
         return False
-    path = Path(value)
-    if not path.is_absolute():
-        if workspace is None:
-            return False
-        path = workspace / path
+    base = workspace or Path.cwd()
     try:
-        resolved = path.resolve()
+        resolved = (base / value).resolve()
+        roots = [(base / d).resolve() for d in scratch]
     except (OSError, RuntimeError):
         return False
-    return any(resolved.is_relative_to(d) for d in scratch)
+    return any(resolved.is_relative_to(root) for root in roots)

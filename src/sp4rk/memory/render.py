@@ -155,12 +155,13 @@ def render_unit(
 def tool_message(step: Step, *, content: str | None = None, wrap_untrusted: bool = True) -> Message:
     """The tool message answering ``step``'s call (``content`` overrides the observation)."""
     assert step.action is not None
-    text = (step.observation if content is None else content).rstrip(INVISIBLE)
+    body, notes = step.observation_parts() if content is None else (content, "")
+    text = body.rstrip(INVISIBLE)
     if is_blank(text):
         text = NO_OUTPUT
     if wrap_untrusted and step.is_untrusted:
-        text = wrap_untrusted_content(text, step.action.name)
-    return Message("tool", content=text, tool_call_id=step.action.id)
+        text = wrap_untrusted_content(text, step.action.name)  # sp4rk's notes stay outside
+    return Message("tool", content=(text + notes).rstrip(INVISIBLE), tool_call_id=step.action.id)
 
 
 def render_steps(steps: Sequence[Step], *, wrap_untrusted: bool = True) -> list[Message]:

@@ -16,6 +16,7 @@ from sp4rk.tools.base import (
     ToolResult,
     ToolReview,
     ToolReviewer,
+    ToolRiskAssessor,
     ToolTraits,
 )
 from sp4rk.tools.context import RunContext
@@ -40,6 +41,7 @@ __all__ = [
     "ToolResult",
     "ToolReview",
     "ToolReviewer",
+    "ToolRiskAssessor",
     "ToolTraits",
     "tool",
 ]

@@ -33,6 +33,8 @@ class ToolResult(_Serializable):
     content: str
     is_error: bool = False
     retryable: bool = field(default=False, kw_only=True)
+    parse_error: bool = field(default=False, kw_only=True)
+    """The call's input could not be parsed (counted by the parse-error breaker)."""
     self_wrapped: bool = field(default=False, kw_only=True)
     """The tool marked every untrusted part of ``content`` itself (with
     :func:`~sp4rk._internal.untrusted.wrap_untrusted_content`), or there is none: sp4rk's
@@ -45,8 +47,9 @@ class ToolResult(_Serializable):
 class ToolTraits(_Serializable):
     """What the executor may assume about a tool: declared on the tool, never guessed by name.
 
-    The defaults describe an ordinary tool: it may have side effects, its results are cached,
-    and a short result counts as "found nothing" for the fruitless breaker.
+    The defaults describe an ordinary tool working on the workspace: it may have side
+    effects, and its results are cached. (A short result counts as fruitless only for
+    read-only tools, or when it says nothing was found.)
     """
 
     read_only: bool = False
@@ -65,6 +68,12 @@ class ToolTraits(_Serializable):
     file_argument: str = ""
     """The input field naming the file a call reads or writes; the result cache then notices
     when that file changes."""
+    external: bool = False
+    """Its results come from outside the workspace (the web, another service): reading them
+    taints the run (taint-aware approvals)."""
+    network: bool = False
+    """It reaches other machines with arguments the model chose (a URL, a message): after
+    untrusted content a call could carry data out."""
 
 
 @dataclass(slots=True)
@@ -157,15 +166,10 @@ class RiskJudge(Protocol):
 
 @dataclass(slots=True, frozen=True)
 class ToolReview:
-    """The policy that applies to one call, and why (a judge's reason, when it escalated).
-
-    ``risk`` says what the call could do that matters after untrusted content (``""`` when
-    nothing, or when the tool cannot tell).
-    """
+    """The policy that applies to one call, and why (a judge's reason, when it escalated)."""
 
     policy: ToolPolicy
     reason: str = ""
-    risk: str = ""
 
 
 @runtime_checkable
@@ -178,6 +182,19 @@ class ToolReviewer(Protocol):
 
     def review(self, ctx: RunContext, name: str, input: str) -> ToolReview | None:
         """The policy for this call, or ``None`` when the tool is unknown."""
+        ...
+
+
+@runtime_checkable
+class ToolRiskAssessor(Protocol):
+    """A tool executor that can say what a call could do after untrusted content.
+
+    Taint-aware approvals ask it about calls their policy allows; ``Registry`` implements it
+    by asking the tool (see :class:`RiskJudge`).
+    """
+
+    def risk(self, ctx: RunContext, name: str, input: str) -> str:
+        """What this call could do that an injected instruction wants, or ``""``."""
         ...
 
 
@@ -227,7 +244,9 @@ def parse_error_result(detail: str) -> ToolResult:
 
     It holds sp4rk's words about the model's own input, nothing untrusted: ``self_wrapped``.
     """
-    return ToolResult(f"{PARSE_ERROR_PREFIX}: {detail}", is_error=True, self_wrapped=True)
+    return ToolResult(
+        f"{PARSE_ERROR_PREFIX}: {detail}", is_error=True, parse_error=True, self_wrapped=True
+    )
 
 
 def own_error(message: str) -> ToolResult:

@@ -627,14 +627,18 @@ def _make_tool(connection: _Connection, spec: Mapping[str, Any]) -> MCPTool | No
 def _traits_from_annotations(annotations: Mapping[str, Any]) -> tuple[ToolTraits, bool]:
     """Traits from a tool's MCP annotations, and whether the server calls it destructive.
 
-    Only explicit hints count (the protocol's defaults would make every unannotated tool
+    Every MCP tool's output comes from outside the workspace (``external``). Only explicit
+    hints count beyond that (the protocol's defaults would make every unannotated tool
     destructive): ``readOnlyHint`` makes a tool read-only (it may run in parallel);
-    ``destructiveHint`` makes it mutating and, by default, subject to confirmation.
-    Annotations are hints from the server, so they never relax anything the host set.
+    ``destructiveHint`` makes it mutating and, by default, subject to confirmation;
+    ``openWorldHint`` says it reaches other systems (``network``). Annotations are hints from
+    the server, so they never relax anything the host set.
     """
     read_only = annotations.get("readOnlyHint") is True
     destructive = not read_only and annotations.get("destructiveHint") is True
-    return ToolTraits(read_only=read_only, mutating=destructive), destructive
+    network = annotations.get("openWorldHint") is True
+    traits = ToolTraits(read_only=read_only, mutating=destructive, external=True, network=network)
+    return traits, destructive
 
 
 def _wire(model: Any) -> dict[str, Any]:

@@ -144,8 +144,7 @@ class Registry:
         """The policy for this call; ``None`` when the tool is unknown.
 
         That is the tool's policy (or its override), escalated to ``USER_CONFIRM`` when an
-        ``ALWAYS_ALLOW`` tool's judge flags the call, with the call's risk when the tool
-        can tell it (see :class:`~sp4rk.tools.base.RiskJudge`).
+        ``ALWAYS_ALLOW`` tool's judge flags the call.
         """
         entry = self._entries.get(name)
         if entry is None:
@@ -154,9 +153,19 @@ class Registry:
         if policy is ToolPolicy.ALWAYS_ALLOW and entry.judge is not None:
             reason = entry.judge.judge(ctx, input)
             if reason:
-                return ToolReview(ToolPolicy.USER_CONFIRM, reason, reason)
-        risk = entry.risk_judge.risk(ctx, input) if entry.risk_judge is not None else ""
-        return ToolReview(policy, risk=risk)
+                return ToolReview(ToolPolicy.USER_CONFIRM, reason)
+        return ToolReview(policy)
+
+    def risk(self, ctx: RunContext, name: str, input: str) -> str:
+        """What this call could do that an injected instruction wants (``""``: nothing known).
+
+        Asked only after the run has read untrusted content; the tool tells, when it can
+        (see :class:`~sp4rk.tools.base.RiskJudge`: the shell's rule set).
+        """
+        entry = self._entries.get(name)
+        if entry is None or entry.risk_judge is None:
+            return ""
+        return entry.risk_judge.risk(ctx, input)
 
     def get(self, name: str) -> Tool | None:
         """The tool called ``name``, or ``None``."""

@@ -47,6 +47,12 @@ class Recorder:
         if self._journal is not None and step.action is not None:
             self._journal.on_call_step(self._state.iteration + 1, step)
 
+    def amend(self, index: int, step: Step) -> None:
+        """Replace pending step ``index`` (a note added later); the journal hears it again."""
+        self.pending[index] = step
+        if self._journal is not None and step.action is not None:
+            self._journal.on_call_step(self._state.iteration + 1, step)
+
     def unjournaled(self) -> list[Step]:
         """Committed steps the journal has not been given yet (and mark them given)."""
         new = self.steps[self._journaled :]

@@ -40,8 +40,13 @@ def process_tool_result(
     observation: str,
     source: str,
     digest: str,
-) -> tuple[str, str]:
-    """Truncate ``observation`` in two stages and cache ``full``; return ``(text, cache_hash)``."""
+) -> tuple[str, str, str]:
+    """Truncate ``observation`` in two stages and cache ``full``.
+
+    Returns:
+        ``(text, notes, cache_hash)``: the (cut) observation, sp4rk's notes on the cut (how
+        to read the rest), and the full result's hash when it was cached.
+    """
     limits = run.settings.per_tool_truncation.get(tool)
     text, cut_by = apply_line_byte_limits(observation, limits)
     cut = cut_by != ""
@@ -72,8 +77,9 @@ def process_tool_result(
         hint_hash = ""
         if cache is not None and cache_hash and not note:
             hint_hash = cache.short_hash(cache_hash)
-        text = cut_utf8_bytes(text, keep) + nudges.budget_notice(cap, tokens, hint_hash, tool)
-    return text + note, cache_hash
+        text = cut_utf8_bytes(text, keep)
+        note = nudges.budget_notice(cap, tokens, hint_hash, tool) + note
+    return text, note, cache_hash
 
 
 _NO_FILE: tuple[None, None, None] = (None, None, None)

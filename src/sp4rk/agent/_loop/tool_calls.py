@@ -164,7 +164,7 @@ async def _finish_parse_error(
 async def _approve(
     run: RunScope, call: ToolCall, idx: int, last: bool, reply: Reply
 ) -> _Approved | _Deferred | EndRun:
-    """Announce the call, check it is not a repeat, and ask the HITL handler if needed.
+    """Announce the call, check it is not a repeat, and get it approved when it must be.
 
     After untrusted content, a risky call needs an explicit approval whatever its policy
     (taint-aware approvals); every decision on a call that needed one goes to the audit log.
@@ -180,43 +180,54 @@ async def _approve(
     if verdict is not Verdict.OK:
         return await _repeat_intercept(run, call, idx, reply, verdict)
 
-    tainted = run.state.taint.active_at(run.step) and run.settings.taint_policy.enabled
-    review = run.tools.review(run.tool_ctx, name, raw) if run.asks_tool_calls or tainted else None
-    taint_reason = ""
+    taint = run.state.taint
+    tainted = run.settings.taint_policy.enabled and taint.active_at(run.step)
+    wants_review = run.asks_tool_calls or tainted or run.settings.audit_log is not None
+    review = _review(run, name, raw) if wants_review else None
+    confirm = review is not None and review.policy is ToolPolicy.USER_CONFIRM
+    why = (review.reason or "its policy asks for confirmation") if confirm and review else ""
     if tainted:
-        taint_reason = escalation(
-            run.settings.taint_policy,
-            run.state.taint,
-            run.step,
-            run.tools.traits(name),
-            review,
-            raw,
-            run.ctx.workspace,
-        )
-    needs_approval = bool(taint_reason) or (
-        review is not None and review.policy is ToolPolicy.USER_CONFIRM
-    )
-    decision = None
-    if run.asks_tool_calls or taint_reason:
-        decision = await _ask_human(run, name, raw, review, taint_reason)
-    if decision is None:
-        if taint_reason:  # nobody approved a call that needs it after untrusted content
-            _audit(run, call, raw, "refused", None, taint_reason)
-            observation = nudges.not_approved(name, taint_reason)
+        risky = "" if confirm else _taint_risk(run, name, raw)
+        why = f"{why}, {taint.note()}" if confirm else f"{risky}, {taint.note()}" if risky else ""
+    if not why:  # nothing needs approving: the human may still look (and reject or edit)
+        decision = await _ask_human(run, name, raw, review, "") if run.asks_tool_calls else None
+        if decision is None or (decision.allow and not decision.modified_input):
+            return _Approved(call, idx, key, source, raw, approved=decision is not None)
+    else:
+        decision = await _ask_human(run, name, raw, review, why)
+        if decision is None:  # nobody approved a call that needs it: it does not run
+            await _audit(run, call, raw, "refused", None, why)
+            observation = nudges.not_approved(name, why, injected=tainted)
             return await _refuse(run, call, idx, last, reply, observation)
-        if needs_approval and review is not None:
-            _audit(run, call, raw, "refused", None, review.reason or "its policy")
-        return _Approved(call, idx, key, source, raw, approved=False)
-    why = taint_reason or (review.reason if review is not None and review.reason else "")
-    why = why or ("its policy" if needs_approval else "the human's own review")
     if not decision.allow:
-        _audit(run, call, raw, "rejected", decision, why)
+        await _audit(run, call, raw, "rejected", decision, why or "the human's own review")
         reason = decision.reason or "rejected by user"
         return await _refuse(run, call, idx, last, reply, f"[Tool call rejected: {reason}]")
     ran = decision.modified_input or raw
-    if needs_approval or ran != raw:  # a decision that let something run or changed it
-        _audit(run, call, ran, "modified" if ran != raw else "approved", decision, why)
+    kind: Decision = "modified" if ran != raw else "approved"
+    await _audit(run, call, ran, kind, decision, why or "the human's own review")
     return _Approved(call, idx, key, source, ran, approved=True)
+
+
+def _review(run: RunScope, name: str, raw: str) -> ToolReview | None:
+    """The tool executor's review of a call; one that fails asks for a human (fail closed)."""
+    try:
+        return run.tools.review(run.tool_ctx, name, raw)
+    except Exception as exc:
+        run.log.warning("reviewing a %s call failed; asking for approval", name, exc_info=True)
+        return ToolReview(ToolPolicy.USER_CONFIRM, f"its review failed ({type(exc).__name__})")
+
+
+def _taint_risk(run: RunScope, name: str, raw: str) -> str:
+    """What an otherwise allowed call could do that matters after untrusted content."""
+    try:
+        risk = run.tools.risk(run.tool_ctx, name, raw)
+    except Exception as exc:
+        run.log.warning("judging the risk of a %s call failed", name, exc_info=True)
+        risk = f"its risk could not be judged ({type(exc).__name__})"
+    return escalation(
+        run.settings.taint_policy, run.tools.traits(name), risk, raw, run.ctx.workspace
+    )
 
 
 async def _refuse(
@@ -231,18 +242,18 @@ async def _refuse(
 
 
 async def _ask_human(
-    run: RunScope, name: str, raw: str, review: ToolReview | None, taint_reason: str
+    run: RunScope, name: str, raw: str, review: ToolReview | None, why: str
 ) -> HITLToolDecision | None:
     """``on_tool_call``, with the call's policy and why it needs approval on the context."""
     ctx = run.ctx
-    if taint_reason:
-        ctx = ctx.replace(tool_policy=ToolPolicy.USER_CONFIRM, tool_review=taint_reason)
+    if why:
+        ctx = ctx.replace(tool_policy=ToolPolicy.USER_CONFIRM, tool_review=why)
     elif review is not None:
         ctx = ctx.replace(tool_policy=review.policy, tool_review=review.reason)
     return await run.settings.hitl.on_tool_call(ctx, name, raw)
 
 
-def _audit(
+async def _audit(
     run: RunScope,
     call: ToolCall,
     arguments: str,
@@ -255,18 +266,17 @@ def _audit(
     run.log.debug("approval %s for %s at step %d: %s", decision, call.name, run.step, reason)
     if log is None:
         return
-    log.record(
-        AuditEntry.now(
-            step=run.step,
-            tool=call.name,
-            call_id=call.id,
-            arguments=arguments,
-            decision=decision,
-            decided_by="policy" if by is None else f"hitl:{type(run.settings.hitl).__name__}",
-            reason=reason,
-            plan_step_id=run.settings.plan_step_id,
-        )
+    entry = AuditEntry.now(
+        step=run.step,
+        tool=call.name,
+        call_id=call.id,
+        arguments=arguments,
+        decision=decision,
+        decided_by="policy" if by is None else f"hitl:{type(run.settings.hitl).__name__}",
+        reason=reason,
+        plan_step_id=run.settings.plan_step_id,
     )
+    await asyncio.to_thread(log.record, entry)  # a file log writes and syncs: off the loop
 
 
 async def _execute(run: RunScope, a: _Approved) -> ToolResult:
@@ -281,6 +291,7 @@ async def _complete(
 ) -> CallOutcome:
     """Run the breakers on a result, process it into an observation, and record the step."""
     name = a.call.name
+    traits = run.tools.traits(name)
     content, is_error = valid_text(result.content), result.is_error
     digest = compute_tool_result_hash(name, content)
     seen = CallResult(
@@ -289,33 +300,36 @@ async def _complete(
         content=content,
         is_error=is_error,
         retryable=is_error and result.retryable,
-        parse_error=is_error and PARSE_ERROR_PREFIX in content,
-        traits=run.tools.traits(name),
+        parse_error=is_error and (result.parse_error or content.startswith(PARSE_ERROR_PREFIX)),
+        traits=traits,
         digest=digest,
     )
     # Breakers look at the raw result; one call trips at most one of them.
     breaker, verdict = run.state.breakers.observe_result(seen, run.settings.circuit_breaker)
-    observation = content or "(no output)"
+    # The observation is the tool's text, then sp4rk's own notes (kept outside any wrapper).
+    body, notes, cache_hash = process_tool_result(
+        run, name, a.exec_input, content, content or "(no output)", a.source, digest
+    )
     if verdict is Verdict.NUDGE and breaker is run.state.breakers.parse_error:
         run.diag("parse_error_nudge", tool=name, consecutive_parse_errors=breaker.count)
-        observation += "\n\n" + nudges.parse_error_note(breaker.count, content, a.exec_input)
+        notes += "\n\n" + nudges.parse_error_note(breaker.count, content, a.exec_input)
         verdict = Verdict.OK
-
-    observation, cache_hash = process_tool_result(
-        run, name, a.exec_input, content, observation, a.source, digest
-    )
     note_call(run, name, is_error)
     if last and run.state.verify_pending:
-        observation = _join(observation, await verification_note(run))
+        notes = _join(notes, await verification_note(run))
+    observation = body + notes
     run.events.tool_result(run.step, a.idx, len(observation), observation, is_error)
     step = reply.step(first=a.idx == 0, action=a.call, observation=observation, is_error=is_error)
-    step.is_untrusted = run.tools.is_untrusted(name)
+    untrusted = run.tools.is_untrusted(name)
+    step.is_untrusted = untrusted and not result.self_wrapped  # wrapped by the tool itself
     step.cache_hash = cache_hash
-    if step.is_untrusted and name not in run.settings.taint_policy.trusted_tools:
+    if run.settings.taint_policy.taints(name, traits, untrusted):
         where = name if a.source in ("", "core") else f"MCP server {a.source!r} ({name})"
         run.state.taint.observe(where, run.step)
     extras = _pre_compaction_warning(run, observation) if last else ""
-    step.observation += extras + checklist.batching_suffix(run, step)
+    extras += checklist.batching_suffix(run, step)
+    step.observation += extras
+    step.notes_length = len(notes) + len(extras)
 
     if verdict is Verdict.OK:
         run.trajectory.record(step)
@@ -412,5 +426,5 @@ def _display_name(run: RunScope, call: ToolCall) -> str:
     return f"{entry.tool_name} (cached)" if entry is not None else call.name
 
 
-def _join(observation: str, note: str) -> str:
-    return f"{observation}\n\n{note}" if note else observation
+def _join(text: str, note: str) -> str:
+    return f"{text}\n\n{note}" if note else text

@@ -13,6 +13,7 @@ from sp4rk.tools.base import (
     ToolResult,
     ToolReview,
     ToolReviewer,
+    ToolRiskAssessor,
     ToolTraits,
     guarded_execute,
 )
@@ -70,6 +71,7 @@ class ToolBox:
         self.offered = frozenset(self._traits)
         # Capabilities, decided once: runtime protocol checks are slow on the hot path.
         self._reviewer = tools if conforms(tools, ToolReviewer) else None
+        self._assessor = tools if conforms(tools, ToolRiskAssessor) else None
         self._never_raises = type(tools).execute is Registry.execute
 
     def traits(self, name: str) -> ToolTraits:
@@ -101,6 +103,10 @@ class ToolBox:
     def review(self, ctx: RunContext, name: str, raw: str) -> ToolReview | None:
         """The policy for a call and why, when the tool executor can tell."""
         return None if self._reviewer is None else self._reviewer.review(ctx, name, raw)
+
+    def risk(self, ctx: RunContext, name: str, raw: str) -> str:
+        """What a call could do after untrusted content, when the tool executor can tell."""
+        return "" if self._assessor is None else self._assessor.risk(ctx, name, raw)
 
     async def execute(self, ctx: RunContext, name: str, input: str) -> ToolResult:
         """Run one tool; every failure becomes an error result (cancellation propagates)."""

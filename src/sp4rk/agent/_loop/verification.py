@@ -59,6 +59,13 @@ def attach_note(run: RunScope, note: str) -> None:
     for i in range(len(pending) - 1, -1, -1):
         step = pending[i]
         if run.tools.traits(step.tool_name).verify_after and not step.is_error:
-            joined = f"{step.observation}\n\n{note}" if step.observation else note
-            pending[i] = dataclasses.replace(step, observation=joined)
+            addition = f"\n\n{note}" if step.observation else note
+            run.trajectory.amend(
+                i,
+                dataclasses.replace(
+                    step,
+                    observation=step.observation + addition,
+                    notes_length=step.notes_length + len(addition),
+                ),
+            )
             return

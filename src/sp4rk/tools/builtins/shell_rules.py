@@ -190,9 +190,9 @@ class ShellVerdict:
 
     needs_confirmation: bool
     reasons: tuple[str, ...] = ()
-    changes: tuple[str, ...] = ()
-    """How the command changes files inside the workspace (allowed without approval, but a
-    risk after untrusted content)."""
+    taint_risks: tuple[str, ...] = ()
+    """What the command does that is allowed without approval but risky after untrusted
+    content: changing files inside the workspace, running inline interpreter code."""
 
     @property
     def reason(self) -> str:
@@ -201,8 +201,8 @@ class ShellVerdict:
 
     @property
     def risk(self) -> str:
-        """Everything that matters after untrusted content: the reasons, then the changes."""
-        return "; ".join((*self.reasons, *self.changes))
+        """Everything that matters after untrusted content: the reasons, then the risks."""
+        return "; ".join((*self.reasons, *self.taint_risks))
 
 
 class _Unknown(Exception):
@@ -220,7 +220,7 @@ class _Judge:
     home: Path
     env: Mapping[str, str]
     reasons: list[str] = field(default_factory=list)
-    changes: list[str] = field(default_factory=list)
+    taint_risks: list[str] = field(default_factory=list)
     assigned: set[str] = field(default_factory=set)
     repeats: bool = False
     climbs: bool = False
@@ -230,9 +230,10 @@ class _Judge:
         if reason not in self.reasons:
             self.reasons.append(reason)
 
-    def note_change(self, reason: str) -> None:
-        if reason not in self.changes:
-            self.changes.append(reason)
+    def note_risk(self, reason: str) -> None:
+        """Something allowed as it is, that needs approval after untrusted content."""
+        if reason not in self.taint_risks:
+            self.taint_risks.append(reason)
 
     def command_line(self, command: str, depth: int) -> None:
         if depth > _MAX_DEPTH:
@@ -249,7 +250,7 @@ class _Judge:
         if "function" in tokens or "()" in tokens or _adjacent(tokens, "(", ")"):
             self.repeats = True
         if any(">" in t and all(c in ";&|()<>\n" for c in t) for t in tokens):
-            self.note_change("it writes files through a redirection")
+            self.note_risk("it writes files through a redirection")
         for words, redirects in _simple_commands(tokens):
             for target in redirects:
                 self.path(target)
@@ -303,15 +304,17 @@ class _Judge:
             if sub in NETWORK_SUBCOMMANDS[program]:
                 self.flag(f"{program} {sub} may reach the network".replace("  ", " "))
         if program in FILE_CHANGING_PROGRAMS:
-            self.note_change(f"{program} changes files")
+            self.note_risk(f"{program} changes files")
         elif program in FILE_CHANGING_SUBCOMMANDS:
             sub = _subcommand(program, args)
             if sub in FILE_CHANGING_SUBCOMMANDS[program]:
-                self.note_change(f"{program} {sub} changes files")
+                self.note_risk(f"{program} {sub} changes files")
         elif program in ("sed", "perl") and any(a.startswith(("-i", "--in-place")) for a in args):
-            self.note_change(f"{program} -i rewrites files")
+            self.note_risk(f"{program} -i rewrites files")
         elif program == "find" and any(a in ("-delete", "-exec", "-execdir") for a in args):
-            self.note_change("find may delete or change files")
+            self.note_risk("find may delete or change files")
+        if _inline_code(program, args):
+            self.note_risk(f"{program} runs inline code, which can reach the network")
         if program in SYSTEM_PROGRAMS or program.startswith("mkfs."):
             self.flag(f"{program} changes the system outside the workspace")
         if program == "ps" and _ps_shows_environments(args):
@@ -516,7 +519,33 @@ def judge_command(
         judge.flag("it is too complex to judge")
     if judge.repeats and judge.climbs:
         judge.flag("it runs cd .. inside a loop or function, which the rules cannot follow")
-    return ShellVerdict(bool(judge.reasons), tuple(judge.reasons), tuple(judge.changes))
+    return ShellVerdict(bool(judge.reasons), tuple(judge.reasons), tuple(judge.taint_risks))
+
+
+#: Interpreters and the options that hand them a program on the command line.
+_INLINE_CODE_OPTIONS = {
+    "node": ("-e", "--eval", "-p", "--print"),
+    "nodejs": ("-e", "--eval", "-p", "--print"),
+    "deno": ("eval",),
+    "bun": ("-e", "--eval"),
+    "perl": ("-e", "-E"),
+    "ruby": ("-e",),
+    "php": ("-r",),
+    "lua": ("-e",),
+    "Rscript": ("-e",),
+    "osascript": ("-e",),
+}
+
+
+def _inline_code(program: str, args: list[str]) -> bool:
+    """Whether ``program`` is an interpreter given its program inline (``python -c``)."""
+    if _PYTHON.match(program):
+        return any(
+            a == "-c" or (a.startswith("-") and not a.startswith("--") and "c" in a[1:])
+            for a in args
+        )
+    options = _INLINE_CODE_OPTIONS.get(program)
+    return options is not None and any(a in options or a.startswith(options) for a in args)
 
 
 def _tokenize(command: str) -> list[str]:

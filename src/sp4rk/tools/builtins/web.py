@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from sp4rk._internal.args import as_list
-from sp4rk.tools.base import Tool, ToolError
+from sp4rk.tools.base import Tool, ToolError, ToolTraits
 from sp4rk.tools.builtins.files import check_line_range
 from sp4rk.tools.function import tool
 
@@ -103,7 +103,11 @@ def web_tools(
     allow = frozenset(h.strip().lower() for h in hosts if h.strip())
     resolve = resolver or system_resolver
 
-    @tool(name="web_fetch", untrusted=True, read_only=True)
+    @tool(
+        name="web_fetch",
+        untrusted=True,
+        traits=ToolTraits(read_only=True, external=True, network=True),
+    )
     async def web_fetch(url: str, start_line: int = 0, end_line: int = 0) -> str:
         """Fetch a web page (http or https) and return it as markdown, by line range.
 
