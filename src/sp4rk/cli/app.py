@@ -33,6 +33,7 @@ from sp4rk.store import (
     StoreError,
     default_store_path,
     ended_by_accepted_finish,
+    store_timeout,
 )
 from sp4rk.tools.builtins.finish import parse_finish_answer
 
@@ -75,7 +76,9 @@ def _handled(fn: Callable[P, int]) -> Callable[P, int]:
 
 
 def _open_store(path: Path | None) -> SQLiteRunStore:
-    return SQLiteRunStore(path if path is not None else default_store_path())
+    return SQLiteRunStore(
+        path if path is not None else default_store_path(), timeout=store_timeout()
+    )
 
 
 def _view(as_json: bool, quiet: bool) -> View:

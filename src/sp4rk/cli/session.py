@@ -131,7 +131,8 @@ async def drive(launch: Launch) -> int:
         unlimited=budget.unlimited if budget else False,
     )
     journal = StoreJournal(store, record.id, state=state, usage=usage)
-    journal.on_delivered = lambda text: view.emit("message_delivered", text=text)
+    events = ViewEvents(view, status, state.pending_messages if state is not None else [])
+    journal.on_delivered = events.delivered
     pause = asyncio.Event()
 
     def on_message(text: str) -> None:
@@ -161,7 +162,7 @@ async def drive(launch: Launch) -> int:
         llm,
         registry,
         settings.max_steps,
-        events=ViewEvents(view, status),
+        events=events,
         hitl=hitl,
         resume_steps=checkpoint,
         resume_state=state,

@@ -277,9 +277,16 @@ class LiveStatus:
 class ViewEvents(Events):
     """The executor's events, shown through a :class:`View`."""
 
-    def __init__(self, view: View, status: LiveStatus) -> None:
+    def __init__(self, view: View, status: LiveStatus, queued: list[str] | None = None) -> None:
         self.view = view
         self.status = status
+        self._queued = list(queued or [])
+        self._shown = 0
+
+    def delivered(self, text: str) -> None:
+        """A typed message was handed to the executor: show it now."""
+        self.view.emit("message_delivered", text=text)
+        self._shown += 1
 
     def step_start(self, step_num: int) -> None:  # noqa: D102
         self.view.emit(
@@ -343,8 +350,12 @@ class ViewEvents(Events):
     def executor_diagnostic(  # noqa: D102
         self, step_num: int, event: str, details: dict[str, Any]
     ) -> None:
-        if event != "live_user_message":  # shown as "delivered" with its text instead
+        if event != "live_user_message":
             self.view.emit("diagnostic", step=step_num, name=event, details=_jsonable(details))
+        elif self._shown:  # a typed message, shown as it was handed over
+            self._shown -= 1
+        elif self._queued:  # one queued in the run's state (sp4rk resume ID MESSAGE)
+            self.view.emit("message_delivered", text=self._queued.pop(0))
 
 
 def _jsonable(details: dict[str, Any]) -> dict[str, Any]:

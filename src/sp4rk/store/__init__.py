@@ -35,7 +35,16 @@ from sp4rk.store.journal import StoreJournal
 from sp4rk.store.records import LedgerEntry, RunRecord, RunStatus, Usage
 from sp4rk.store.recovery import close_response, ended_by_accepted_finish
 from sp4rk.store.schema import SCHEMA_VERSION
-from sp4rk.store.sqlite import SQLiteRunStore
+from sp4rk.store.sqlite import DEFAULT_TIMEOUT, SQLiteRunStore
+
+
+def store_timeout() -> float:
+    """Seconds to wait for a store another process holds: ``$SP4RK_STORE_TIMEOUT`` or 30."""
+    try:
+        value = float(os.environ.get("SP4RK_STORE_TIMEOUT", ""))
+    except ValueError:
+        return DEFAULT_TIMEOUT
+    return value if value > 0 else DEFAULT_TIMEOUT
 
 
 def default_store_path() -> Path:
@@ -64,4 +73,5 @@ __all__ = [
     "close_response",
     "default_store_path",
     "ended_by_accepted_finish",
+    "store_timeout",
 ]
