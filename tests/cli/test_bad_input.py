@@ -42,8 +42,9 @@ def one_line_error(err: str) -> str:
 def test_unknown_model_is_a_usage_error_naming_the_forms(
     capsys: pytest.CaptureFixture[str], ws: Path, tmp_path: Path
 ) -> None:
-    code, err = sp4rk(capsys, "run", "x", "-w", str(ws), "--model", "gpt4", "--store",
-                      str(tmp_path / "r.db"))
+    code, err = sp4rk(
+        capsys, "run", "x", "-w", str(ws), "--model", "gpt4", "--store", str(tmp_path / "r.db")
+    )
     assert code == 2
     assert "provider:model" in one_line_error(err)
     assert not (tmp_path / "r.db").exists()  # nothing was started
@@ -54,8 +55,17 @@ def test_missing_key_names_the_variable(
 ) -> None:
     for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
         monkeypatch.delenv(name, raising=False)
-    code, err = sp4rk(capsys, "run", "x", "-w", str(ws), "--model",
-                      "anthropic:claude-sonnet-4-5", "--store", str(tmp_path / "r.db"))
+    code, err = sp4rk(
+        capsys,
+        "run",
+        "x",
+        "-w",
+        str(ws),
+        "--model",
+        "anthropic:claude-sonnet-4-5",
+        "--store",
+        str(tmp_path / "r.db"),
+    )
     assert code == 1
     assert "ANTHROPIC_API_KEY" in one_line_error(err)
 
@@ -75,8 +85,17 @@ def test_unreadable_configuration_is_reported_with_the_fix(
     capsys: pytest.CaptureFixture[str], ws: Path, script: Path, config: str, expected: str
 ) -> None:
     (ws / "sp4rk.toml").write_text(config)
-    code, err = sp4rk(capsys, "run", "x", "-w", str(ws), "--model", f"scripted:{script}",
-                      "--store", str(ws.parent / "r.db"))
+    code, err = sp4rk(
+        capsys,
+        "run",
+        "x",
+        "-w",
+        str(ws),
+        "--model",
+        f"scripted:{script}",
+        "--store",
+        str(ws.parent / "r.db"),
+    )
     assert code == 1
     assert expected in one_line_error(err)
 
@@ -84,8 +103,17 @@ def test_unreadable_configuration_is_reported_with_the_fix(
 def test_a_workspace_that_does_not_exist(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, script: Path
 ) -> None:
-    code, err = sp4rk(capsys, "run", "x", "-w", str(tmp_path / "nope"), "--model",
-                      f"scripted:{script}", "--store", str(tmp_path / "r.db"))
+    code, err = sp4rk(
+        capsys,
+        "run",
+        "x",
+        "-w",
+        str(tmp_path / "nope"),
+        "--model",
+        f"scripted:{script}",
+        "--store",
+        str(tmp_path / "r.db"),
+    )
     assert code == 2
     assert "--workspace DIR" in one_line_error(err)
 
@@ -150,8 +178,17 @@ def test_a_locked_store_says_to_try_again(
     holder = sqlite3.connect(store, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
     try:
-        code, err = sp4rk(capsys, "run", "x", "-w", str(ws), "--model", f"scripted:{script}",
-                          "--store", str(store))
+        code, err = sp4rk(
+            capsys,
+            "run",
+            "x",
+            "-w",
+            str(ws),
+            "--model",
+            f"scripted:{script}",
+            "--store",
+            str(store),
+        )
     finally:
         holder.execute("ROLLBACK")
         holder.close()
@@ -172,8 +209,17 @@ def test_a_bad_script_file(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, ws: Path, content: str, expected: str
 ) -> None:
     (tmp_path / "bad.json").write_text(content)
-    code, err = sp4rk(capsys, "run", "x", "-w", str(ws), "--model",
-                      f"scripted:{tmp_path / 'bad.json'}", "--store", str(tmp_path / "r.db"))
+    code, err = sp4rk(
+        capsys,
+        "run",
+        "x",
+        "-w",
+        str(ws),
+        "--model",
+        f"scripted:{tmp_path / 'bad.json'}",
+        "--store",
+        str(tmp_path / "r.db"),
+    )
     assert code == 2
     assert expected in one_line_error(err)
 
@@ -185,8 +231,19 @@ def test_other_usage_errors(
     model = f"scripted:{script}"
     code, err = sp4rk(capsys, "run", "  ", "-w", str(ws), "--model", model, "--store", store)
     assert code == 2 and "the task is empty" in one_line_error(err)
-    code, err = sp4rk(capsys, "run", "x", "-w", str(ws), "--model", model, "--system",
-                      str(tmp_path / "none.md"), "--store", store)
+    code, err = sp4rk(
+        capsys,
+        "run",
+        "x",
+        "-w",
+        str(ws),
+        "--model",
+        model,
+        "--system",
+        str(tmp_path / "none.md"),
+        "--store",
+        store,
+    )
     assert code == 2 and "cannot read the system prompt" in one_line_error(err)
     code, _ = sp4rk(capsys, "run", "x", "--approve", "maybe")
     assert code == 2

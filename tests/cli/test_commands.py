@@ -33,9 +33,7 @@ class Sp4rk:
 
     def run(self, replies: list[dict[str, Any]], *args: str, task: str = "do it") -> int:
         script = write_script(self.tmp / "script.json", replies)
-        return self(
-            "run", task, "-w", str(self.workspace), "--model", f"scripted:{script}", *args
-        )
+        return self("run", task, "-w", str(self.workspace), "--model", f"scripted:{script}", *args)
 
     def result(self) -> dict[str, Any]:
         last = events(self.out)[-1]

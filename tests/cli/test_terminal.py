@@ -29,8 +29,18 @@ class Session:
 
     def start(self, replies: list[dict[str, Any]], *args: str) -> Terminal:
         script = write_script(self.tmp / "script.json", replies)
-        argv = [*SP4RK, "run", "the task", "-w", str(self.workspace), "--model",
-                f"scripted:{script}", "--store", str(self.store), *args]
+        argv = [
+            *SP4RK,
+            "run",
+            "the task",
+            "-w",
+            str(self.workspace),
+            "--model",
+            f"scripted:{script}",
+            "--store",
+            str(self.store),
+            *args,
+        ]
         return Terminal(argv, self.env, str(self.tmp))
 
     def resume(self, *args: str) -> Terminal:
@@ -40,7 +50,10 @@ class Session:
     def shown(self) -> dict[str, Any]:
         out = subprocess.run(
             [*SP4RK, "show", "last", "--json", "--store", str(self.store)],
-            env=self.env, capture_output=True, text=True, check=True,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=True,
         )
         data: dict[str, Any] = json.loads(out.stdout)
         return data
@@ -98,8 +111,13 @@ def test_editing_the_arguments_runs_the_edited_call(session: Session) -> None:
 
 def test_the_step_limit_and_a_breaker_ask_whether_to_go_on(session: Session) -> None:
     same = reply(call("glob", pattern="*.nothing"))
-    replies = [reply(call("glob", pattern="*.a")), reply(call("glob", pattern="*.b")),
-               reply(call("glob", pattern="*.c")), *[same] * 6, *done()]
+    replies = [
+        reply(call("glob", pattern="*.a")),
+        reply(call("glob", pattern="*.b")),
+        reply(call("glob", pattern="*.c")),
+        *[same] * 6,
+        *done(),
+    ]
     term = session.start(replies, "--max-steps", "2")
     term.expect(r"step budget of 2 steps is used up")
     term.expect(r"\[m\] allow 2 more steps")
@@ -116,8 +134,11 @@ def test_the_step_limit_and_a_breaker_ask_whether_to_go_on(session: Session) -> 
 
 def test_ctrl_c_pauses_at_the_next_boundary_and_resume_finishes(session: Session) -> None:
     gate = session.fifo()
-    replies = [reply(call("bash_exec", command=f"cat {gate.name}")),
-               reply(call("glob", pattern="*.fifo")), *done("all done")]
+    replies = [
+        reply(call("bash_exec", command=f"cat {gate.name}")),
+        reply(call("glob", pattern="*.fifo")),
+        *done("all done"),
+    ]
     term = session.start(replies)
     term.expect(r"→ bash_exec")
     term.send("\x03")
