@@ -15,7 +15,7 @@ from rich.text import Text
 
 from sp4rk.agent import Step
 from sp4rk.agent.types import NudgeKind
-from sp4rk.cli.view import cost_text, one_line, tokens_text
+from sp4rk.cli.view import cost_text, headline, one_line, tokens_text
 from sp4rk.store import RunRecord
 from sp4rk.tools import Registry
 from sp4rk.tools.builtins.finish import FINISH_TOOL_NAME
@@ -160,9 +160,9 @@ def _print_call(console: Console, head: str, step: Step) -> None:
     if step.action.name == FINISH_TOOL_NAME and not step.observation:
         return
     mark, style = ("✗", "red") if step.is_error else ("✓", "green")
-    lines = [ln for ln in step.observation.splitlines() if ln.strip()] or ["(no output)"]
-    console.print(Text.assemble((f"     {mark} ", style), one_line(lines[0], 160)))
-    for line in lines[1:]:
+    line = headline(step.observation, step.is_error)
+    console.print(Text.assemble((f"     {mark} ", style), one_line(line, 160)))
+    for line in step.observation.splitlines():
         if line.startswith("[verify_on_edit]"):
             ok = "passed" in line
             console.print(Text(f"       {one_line(line, 160)}", "green" if ok else "bold red"))

@@ -37,6 +37,14 @@ def one_line(text: str, limit: int = PREVIEW_CHARS) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
+def headline(text: str, is_error: bool) -> str:
+    """The line of a result worth showing: the first, or the last of an error (its verdict)."""
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("[verify_on_edit]")]
+    if not lines:
+        return "(no output)"
+    return lines[-1] if is_error else lines[0]
+
+
 def fill_bar(percent: float, cells: int = 10) -> str:
     """``▰▰▱▱▱▱▱▱▱▱`` for ``percent`` of a context window."""
     full = max(0, min(cells, round(percent / 100 * cells)))
@@ -111,7 +119,8 @@ class TextView(View):
     def delta(self, text: str) -> None:
         """Stream the model's text (live view only)."""
         if self.live and not self.quiet and text:
-            self.console.print(Text(text, style="italic"), end="", highlight=False)
+            lead = "" if self._streaming else "  "
+            self.console.print(Text(lead + text, style="italic"), end="", highlight=False)
             self._streaming = True
 
     def question(self, text: str) -> None:
@@ -185,8 +194,11 @@ class TextView(View):
         self, step: int, index: int, is_error: bool, length: int, preview: str
     ) -> None:
         mark, style = ("✗", "red") if is_error else ("✓", "green")
-        first = next((ln for ln in preview.splitlines() if ln.strip()), "(no output)")
-        self._print((f"  {mark} ", style), one_line(first), (f"  ({length} chars)", "dim"))
+        self._print(
+            (f"  {mark} ", style),
+            one_line(headline(preview, is_error)),
+            (f"  ({length} chars)", "dim"),
+        )
         for line in preview.splitlines():
             if line.startswith("[verify_on_edit]"):
                 ok = "passed" in line
@@ -350,7 +362,7 @@ class ViewEvents(Events):
     def executor_diagnostic(  # noqa: D102
         self, step_num: int, event: str, details: dict[str, Any]
     ) -> None:
-        if event != "live_user_message":
+        if event not in ("live_user_message", "verify_on_edit"):
             self.view.emit("diagnostic", step=step_num, name=event, details=_jsonable(details))
         elif self._shown:  # a typed message, shown as it was handed over
             self._shown -= 1
