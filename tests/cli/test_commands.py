@@ -4,6 +4,8 @@ show, tools, approvals without a terminal, verify-on-edit, and the exit statuses
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +13,7 @@ import pytest
 
 from sp4rk.cli import main
 from sp4rk.store import SQLiteRunStore
-from tests.cli.helpers import call, done, events, finish, reply, write_script
+from tests.cli.helpers import SP4RK, call, command_env, done, events, finish, reply, write_script
 
 
 class Sp4rk:
@@ -186,3 +188,46 @@ def test_no_arguments_prints_help_and_version_works(capsys: pytest.CaptureFixtur
     assert "sp4rk" in capsys.readouterr().out
     assert main(["run", "--help"]) == 0
     assert "Exit status" in capsys.readouterr().out
+
+
+def test_mcp_servers_from_the_configuration_are_listed_and_offered(sp4rk: Sp4rk) -> None:
+    # In subprocesses: a stdio server inherits the command's stderr, which pytest captures.
+    pytest.importorskip("mcp")
+    server = Path(__file__).resolve().parents[1] / "tools" / "mcp_demo_server.py"
+    (sp4rk.workspace / "sp4rk.toml").write_text(
+        f"[mcp.demo]\ncommand = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(server))}]\n"
+        '[mcp.gone]\ncommand = "/nonexistent/server"\n'
+    )
+    listed = json.loads(command("tools", "--json", "-w", str(sp4rk.workspace)).stdout)
+    add = next(t for t in listed["tools"] if t["name"] == "add")
+    assert add["source"] == "demo" and add["untrusted"] is True
+    assert list(listed["unavailable_servers"]) == ["gone"]
+
+    script = write_script(sp4rk.tmp / "mcp.json", [reply(call("add", a=2, b=3)), *done()])
+    ran = command(
+        "run",
+        "add",
+        "-w",
+        str(sp4rk.workspace),
+        "--model",
+        f"scripted:{script}",
+        "--store",
+        str(sp4rk.store),
+        "--json",
+    )
+    assert events(ran.stdout)[-1]["finished"]
+    assert "MCP server gone is unavailable" in ran.stdout
+    shown = json.loads(command("show", "last", "--json", "--store", str(sp4rk.store)).stdout)
+    assert shown["steps"][0]["observation"].startswith("5")
+
+
+def command(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*SP4RK, *args],
+        env=command_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+    )
