@@ -17,6 +17,9 @@ from sp4rk.cli.errors import (
     EXIT_USAGE,
 )
 
+#: Ctrl-C before a run started (the shell's convention: 128 + SIGINT).
+EXIT_INTERRUPTED = 130
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``sp4rk`` and ``python -m sp4rk``; returns the exit status."""
@@ -36,9 +39,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except click.exceptions.Exit as exc:
         return exc.exit_code
-    except click.exceptions.Abort:
-        sys.stderr.write("sp4rk: aborted\n")
-        return EXIT_ERROR
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        sys.stderr.write("sp4rk: interrupted before the run started (`sp4rk runs` lists runs)\n")
+        return EXIT_INTERRUPTED
     return result if isinstance(result, int) else EXIT_FINISHED
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import sys
 import threading
@@ -33,13 +34,27 @@ class LineInput:
         threading.Thread(target=self._read, name="sp4rk-stdin", daemon=True).start()
 
     def _read(self) -> None:
+        # os.read on the descriptor, not sys.stdin: a daemon thread blocked inside a buffered
+        # stream's lock can abort the interpreter's shutdown.
+        fd = sys.stdin.fileno()
+        pending = b""
         while True:
-            line = sys.stdin.readline()
             try:
-                self._loop.call_soon_threadsafe(self._arrived, line)
+                data = os.read(fd, 4096)
+            except OSError:
+                data = b""
+            if data:
+                *complete, pending = (pending + data).split(b"\n")
+                lines = [c.decode("utf-8", "replace") + "\n" for c in complete]
+            else:  # end of input: the last partial line, then the end marker ""
+                lines = [pending.decode("utf-8", "replace") + "\n"] if pending else []
+                lines.append("")
+            try:
+                for line in lines:
+                    self._loop.call_soon_threadsafe(self._arrived, line)
             except RuntimeError:  # the loop is closed: the run is over
                 return
-            if not line:
+            if not data:
                 return
 
     def _arrived(self, line: str) -> None:
