@@ -43,9 +43,18 @@ test: lint typecheck pytest
 test-matrix:
 	PYTHON=$(PYTHON) bash .ci/python-matrix
 
-## demo: a full multi-step agent run (scripted model, real tools, temporary workspace)
-demo: $(STAMP)
-	$(BIN)/python examples/01_coding_agent.py
+## demo: the sp4rk command fixes a failing test (scripted model, real tools, live view), then
+## shows the run. Its own light virtualenv (the cli extra only: nothing to compile).
+DEMO_VENV  := .venv-demo
+DEMO_STAMP := $(DEMO_VENV)/.installed
+
+$(DEMO_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(DEMO_VENV)
+	$(DEMO_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[cli]'
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
+	SP4RK=$(DEMO_VENV)/bin/sp4rk sh examples/cli-demo/run.sh .demo
 
 BENCH_VENV  := bench/.venv
 BENCH_STAMP := $(BENCH_VENV)/.installed
@@ -61,4 +70,4 @@ bench: $(BENCH_STAMP)
 	$(BENCH_VENV)/bin/python bench/run.py
 
 clean:
-	rm -rf $(VENV) .venv-py3.* $(BENCH_VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-py3.* $(BENCH_VENV) $(DEMO_VENV) .demo .mypy_cache .pytest_cache .ruff_cache

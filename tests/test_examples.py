@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,3 +23,29 @@ def test_the_demo_fixes_the_bug_and_finishes() -> None:
     assert "Verification passed (exit 0)" in out.stdout
     assert "finished=True exit=finished" in out.stdout
     assert "return a + b" in out.stdout
+
+
+def test_the_command_demo_fixes_the_bug_and_shows_the_run(tmp_path: Path) -> None:
+    """``make demo``: the real command on the example workspace, then ``sp4rk show``."""
+    src = EXAMPLES.parent / "src"
+    env = {
+        **os.environ,
+        "SP4RK": f"{sys.executable} -m sp4rk",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONPATH": os.pathsep.join(p for p in (str(src), os.environ.get("PYTHONPATH")) if p),
+    }
+    out = subprocess.run(
+        ["sh", str(EXAMPLES / "cli-demo" / "run.sh"), str(tmp_path / "demo")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "finished (finished)" in out.stderr
+    assert "Verification passed (exit 0)" in out.stdout  # in the trajectory sp4rk show prints
+    assert "output: Fixed calc.add" in out.stdout
+    assert "return a + b" in (tmp_path / "demo" / "workspace" / "calc.py").read_text()
+    assert "return a - b" in (EXAMPLES / "cli-demo" / "workspace" / "calc.py").read_text()

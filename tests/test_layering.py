@@ -27,7 +27,8 @@ def loaded_after_import(module: str) -> set[str]:
         ("sp4rk.tools", ("sp4rk.llm", "sp4rk.memory", "sp4rk.agent", "sp4rk.cli")),
         ("sp4rk.tools.builtins", ("sp4rk.llm", "sp4rk.memory", "sp4rk.agent", "sp4rk.cli")),
         ("sp4rk.memory", ("sp4rk.agent", "sp4rk.cli")),
-        ("sp4rk.agent", ("sp4rk.cli",)),
+        ("sp4rk.agent", ("sp4rk.cli", "sp4rk.store")),
+        ("sp4rk.store", ("sp4rk.cli",)),
     ],
 )
 def test_each_layer_loads_nothing_above_it(module: str, forbidden: tuple[str, ...]) -> None:

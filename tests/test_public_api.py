@@ -178,6 +178,7 @@ def test_data_shapes() -> None:
         "is_untrusted",
         "cache_hash",
         "nudge_kind",
+        "notes_length",
     ]
     assert fields(ExecutorResult) == [
         "output",

@@ -1,20 +1,55 @@
-"""The ``sp4rk`` command line."""
+"""The ``sp4rk`` command line: run an agent, watch it, approve, pause, steer and resume it.
+
+``main(argv)`` is the console entry point (``sp4rk`` and ``python -m sp4rk``); see
+``sp4rk --help`` and docs/cli.md. Needs the ``cli`` extra (``click`` and ``rich``).
+"""
 
 from __future__ import annotations
 
-import argparse
+import sys
 from collections.abc import Sequence
 
-from sp4rk import __version__
+from sp4rk.cli.errors import (
+    EXIT_ERROR,
+    EXIT_FINISHED,
+    EXIT_PAUSED,
+    EXIT_UNFINISHED,
+    EXIT_USAGE,
+)
+
+#: Ctrl-C before a run started (the shell's convention: 128 + SIGINT).
+EXIT_INTERRUPTED = 130
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``sp4rk`` and ``python -m sp4rk``; returns the exit status."""
-    parser = argparse.ArgumentParser(
-        prog="sp4rk",
-        description="sp4rk: a ReAct agent executor. See `make demo` for a full example run.",
-    )
-    parser.add_argument("--version", action="version", version=f"sp4rk {__version__}")
-    parser.parse_args(argv)
-    parser.print_help()
-    return 0
+    try:
+        import click
+
+        from sp4rk.cli.app import invoke
+    except ImportError as exc:
+        sys.stderr.write(
+            f"sp4rk: the command line needs the cli extra: pip install 'sp4rk[cli]' ({exc})\n"
+        )
+        return EXIT_ERROR
+    try:
+        result = invoke(list(argv) if argv is not None else None)
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        sys.stderr.write("sp4rk: interrupted before the run started (`sp4rk runs` lists runs)\n")
+        return EXIT_INTERRUPTED
+    return result if isinstance(result, int) else EXIT_FINISHED
+
+
+__all__ = [
+    "EXIT_ERROR",
+    "EXIT_FINISHED",
+    "EXIT_PAUSED",
+    "EXIT_UNFINISHED",
+    "EXIT_USAGE",
+    "main",
+]
