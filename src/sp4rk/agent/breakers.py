@@ -382,6 +382,12 @@ class CycleBreaker(Breaker):
     period: int = 0
     """The period of the cycle being repeated (``0``: none)."""
 
+    def reset(self) -> None:
+        """Start counting afresh: the count is read off ``recent``, so forget it too."""
+        Breaker.reset(self)  # slotted dataclass: no zero-argument super()
+        self.recent.clear()
+        self.period = 0
+
     def observe(self, result: CallResult, cfg: CircuitBreakerConfig) -> Verdict:  # noqa: D102
         if result.traits.pollable or result.retryable:
             return Verdict.OK
