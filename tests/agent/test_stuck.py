@@ -614,3 +614,14 @@ def test_retries_after_a_restart_are_forgiven_three_times_only() -> None:
     # Three retries are forgiven; the fourth failure counts, so the fifth call is nudged
     # (one sooner after a failure) and the sixth aborts.
     assert result.exit_reason is ExitReason.REPEAT_ABORT and calls == 6
+
+
+def test_an_edit_failing_the_same_way_with_new_arguments_is_stopped() -> None:
+    # Every call differs (a new replacement each time), so neither the repeat, the cycle nor
+    # the no-progress breaker sees it; the same-tool breaker counts failures of any tool.
+    script = [
+        ("edit_file", {"path": "a.txt", "old": "not there", "new": f"v{i}"}) for i in range(20)
+    ]
+    result, calls, events = run(script)
+    assert fired(events) == [(8, "same_tool_repeat_nudge"), (12, "same_tool_repeat_abort")]
+    assert result.exit_reason is ExitReason.SAME_TOOL_ABORT and calls == 12

@@ -329,8 +329,11 @@ class SameToolBreaker(Breaker):
         acknowledgement = not (
             result.traits.read_only or result.is_error or reports_nothing(result.content)
         )
-        if result.traits.brief_results or result.traits.mutating or acknowledgement:
+        if not result.is_error and (
+            result.traits.brief_results or result.traits.mutating or acknowledgement
+        ):
             # A tool that may act, answering with something (an id, a row count): a success.
+            # Its failures count like any other: an edit that keeps failing is no progress.
             self.tool, self.key, self.size, self.count, self.last_failed = "", "", 0, 0, False
             return Verdict.OK
         delta = cfg.same_tool_result_size_delta
