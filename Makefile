@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 # general-protection fault on these CPUs, so pin the instruction sets.
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 
-.PHONY: install test test-matrix lint format typecheck pytest demo bench clean
+.PHONY: install test test-matrix lint format typecheck pytest demo bench bench-stuck clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -69,5 +69,21 @@ $(BENCH_STAMP): pyproject.toml bench/requirements.txt
 bench: $(BENCH_STAMP)
 	$(BENCH_VENV)/bin/python bench/run.py
 
+# openhands-sdk needs Python >= 3.12: the first 3.12 or 3.13 found (pyenv's, then on PATH).
+STUCK_PYTHON ?= $(shell for v in 3.12 3.13; do for p in $$HOME/.pyenv/versions/$$v.*/bin/python3 $$(command -v python$$v); do "$$p" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && echo "$$p" && exit; done; done)
+STUCK_VENV  := bench/.venv-stuck
+STUCK_STAMP := $(STUCK_VENV)/.installed
+
+$(STUCK_STAMP): pyproject.toml bench/stuck/requirements.txt
+	@test -n "$(STUCK_PYTHON)" || { echo "bench-stuck needs Python >= 3.12 for openhands-sdk: set STUCK_PYTHON=/path/to/python3.12" >&2; exit 1; }
+	$(STUCK_PYTHON) -m venv $(STUCK_VENV)
+	$(STUCK_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(STUCK_VENV)/bin/python -m pip install --quiet -e . -r bench/stuck/requirements.txt
+	touch $(STUCK_STAMP)
+
+## bench-stuck: stuck detection, sp4rk next to OpenHands' StuckDetector (own venv; bench/README.md)
+bench-stuck: $(STUCK_STAMP)
+	$(STUCK_VENV)/bin/python bench/stuck/run.py
+
 clean:
-	rm -rf $(VENV) .venv-py3.* $(BENCH_VENV) $(DEMO_VENV) .demo .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-py3.* $(BENCH_VENV) $(STUCK_VENV) $(DEMO_VENV) .demo .mypy_cache .pytest_cache .ruff_cache

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from sp4rk.agent import (
+    CircuitBreakerConfig,
     CompactionResult,
     CompactionStrategy,
     Executor,
     ExecutorResult,
     FillCheck,
+    HITLHandler,
     RecordingEvents,
     Step,
+    StepLimitResponse,
     VulnerableOutput,
 )
 from sp4rk.llm import ChatResponse, Message
@@ -196,3 +199,23 @@ def response(calls: Sequence[tuple[str, Any]], **kw: Any) -> ChatResponse:
     from sp4rk.llm.testing import tool_calls_response
 
     return tool_calls_response(*calls, **kw)
+
+
+def only(**thresholds: int) -> CircuitBreakerConfig:
+    """Every breaker's nudge and abort off except the given settings."""
+    off = {f.name: 0 for f in fields(CircuitBreakerConfig) if f.name.endswith("_threshold")}
+    return CircuitBreakerConfig(**{**off, **thresholds})
+
+
+class Reprieve(HITLHandler):
+    """Answers each breaker abort with the next answer, then denies; records the reasons."""
+
+    def __init__(self, *answers: StepLimitResponse) -> None:
+        self.answers = list(answers)
+        self.reasons: list[str] = []
+
+    async def on_step_limit(
+        self, ctx: RunContext, current_step: int, max_steps: int, reason: str
+    ) -> StepLimitResponse:
+        self.reasons.append(reason)
+        return self.answers.pop(0) if self.answers else StepLimitResponse.DENY

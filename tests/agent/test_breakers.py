@@ -7,49 +7,15 @@ from typing import Any
 import pytest
 
 from sp4rk.agent import (
-    CircuitBreakerConfig,
     ExitReason,
-    HITLHandler,
     NudgeKind,
     StepLimitResponse,
 )
 from sp4rk.agent.breakers import compact_json
 from sp4rk.llm.testing import finish_response, tool_calls_response
-from sp4rk.tools import Registry, RunContext, ToolTraits, tool
+from sp4rk.tools import Registry, ToolTraits, tool
 
-from .helpers import echo_tools, nudges, run
-
-OFF = {
-    "repeat_nudge_threshold": 0,
-    "repeat_abort_threshold": 0,
-    "truncation_abort_threshold": 0,
-    "parse_error_abort_threshold": 0,
-    "fruitless_nudge_threshold": 0,
-    "fruitless_abort_threshold": 0,
-    "same_tool_repeat_nudge_threshold": 0,
-    "same_tool_repeat_abort_threshold": 0,
-    "cycle_nudge_threshold": 0,
-    "cycle_abort_threshold": 0,
-    "no_progress_nudge_threshold": 0,
-    "no_progress_abort_threshold": 0,
-}
-
-
-def only(**thresholds: int) -> CircuitBreakerConfig:
-    """Every breaker off except the given thresholds."""
-    return CircuitBreakerConfig(**{**OFF, **thresholds})
-
-
-class Reprieve(HITLHandler):
-    def __init__(self, *answers: StepLimitResponse) -> None:
-        self.answers = list(answers)
-        self.reasons: list[str] = []
-
-    async def on_step_limit(
-        self, ctx: RunContext, current_step: int, max_steps: int, reason: str
-    ) -> StepLimitResponse:
-        self.reasons.append(reason)
-        return self.answers.pop(0) if self.answers else StepLimitResponse.DENY
+from .helpers import Reprieve, echo_tools, nudges, only, run
 
 
 def same_search(n: int) -> list[Any]:

@@ -329,8 +329,11 @@ class SameToolBreaker(Breaker):
         acknowledgement = not (
             result.traits.read_only or result.is_error or reports_nothing(result.content)
         )
-        if result.traits.brief_results or result.traits.mutating or acknowledgement:
+        if not result.is_error and (
+            result.traits.brief_results or result.traits.mutating or acknowledgement
+        ):
             # A tool that may act, answering with something (an id, a row count): a success.
+            # Its failures count like any other: an edit that keeps failing is no progress.
             self.tool, self.key, self.size, self.count, self.last_failed = "", "", 0, 0, False
             return Verdict.OK
         delta = cfg.same_tool_result_size_delta
@@ -381,6 +384,12 @@ class CycleBreaker(Breaker):
     """The latest (call, result) pairs, each as one string."""
     period: int = 0
     """The period of the cycle being repeated (``0``: none)."""
+
+    def reset(self) -> None:
+        """Start counting afresh: the count is read off ``recent``, so forget it too."""
+        Breaker.reset(self)  # slotted dataclass: no zero-argument super()
+        self.recent.clear()
+        self.period = 0
 
     def observe(self, result: CallResult, cfg: CircuitBreakerConfig) -> Verdict:  # noqa: D102
         if result.traits.pollable or result.retryable:
