@@ -180,8 +180,8 @@ def test_fruitless_abort_allow_always_never_aborts_again() -> None:
 def _sized_tool() -> Registry:
     @tool(read_only=True)
     def probe(q: str, size: int = 50) -> str:
-        """Return `size` characters."""
-        return (q * size)[:size] if q else "." * size
+        """Return `size` characters: the same text whatever the query (nothing new)."""
+        return "." * size
 
     @tool
     def other(q: str) -> str:

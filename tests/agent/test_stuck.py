@@ -325,11 +325,6 @@ def test_random_rereads_never_get_past_six_calls(seed: int) -> None:
     assert calls <= last_new + 1 + 7
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BreakerSet.observe_result acts on the cycle breaker's nudge before the "
-    "no-progress breaker's abort, so the abort waits one more call",
-)
 def test_an_abort_is_not_postponed_by_another_breakers_nudge() -> None:
     # b e a c a d . d b a d a d: the 13th call is the sixth in a row with nothing new (abort)
     # and also completes a-d-a-d (the cycle breaker's nudge).
@@ -530,11 +525,6 @@ LEGITIMATE = [
     legit(
         "paging with moving offsets",
         [("read_lines", {"path": "app.log", "offset": o, "limit": 50}) for o in range(0, 500, 50)],
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="SameToolBreaker counts pages of equal size from a read-only tool: it nudges "
-            "at the 8th page and aborts at the 12th, though every page is new",
-        ),
     ),
     legit(
         "bulk inserts acknowledged with affected_rows",

@@ -312,11 +312,12 @@ class FruitlessBreaker(Breaker):
 
 @dataclass(slots=True, kw_only=True)
 class SameToolBreaker(Breaker):
-    """One tool called with ever-different arguments while its results stay the same size.
+    """One tool called with ever-different arguments, and nothing new comes back.
 
-    It counts calls of read-only tools, failures, and results that found nothing; a tool
-    with side effects that answers with something (``{"id": 7}``) succeeded, as in a bulk
-    insert, and resets the count.
+    It counts calls of one tool whose results stay within a size delta of each other and
+    bring nothing new: a failure, a result that found nothing, or one this streak already
+    returned. New content (the next page of a log, a different search hit) is progress, and
+    so is a tool with side effects answering with something (``{"id": 7}``, a bulk insert).
     """
 
     name: ClassVar[str] = "same_tool"
@@ -324,33 +325,45 @@ class SameToolBreaker(Breaker):
     key: str = ""
     size: int = 0
     last_failed: bool = False
+    seen: list[str] = field(default_factory=list)
+    """Digests of the results this streak returned (bounded)."""
 
     def observe(self, result: CallResult, cfg: CircuitBreakerConfig) -> Verdict:  # noqa: D102
-        acknowledgement = not (
-            result.traits.read_only or result.is_error or reports_nothing(result.content)
-        )
+        nothing = result.is_error or reports_nothing(result.content)
+        acknowledgement = not (result.traits.read_only or nothing)
         if not result.is_error and (
             result.traits.brief_results or result.traits.mutating or acknowledgement
         ):
             # A tool that may act, answering with something (an id, a row count): a success.
             # Its failures count like any other: an edit that keeps failing is no progress.
-            self.tool, self.key, self.size, self.count, self.last_failed = "", "", 0, 0, False
+            self._restart("", "", 0, "", failed=False)
             return Verdict.OK
         delta = cfg.same_tool_result_size_delta
         size = len(result.content)
-        if result.tool != self.tool or (self.last_failed and not result.is_error):
-            self.count = 1
+        new = not nothing and result.digest not in self.seen
+        if result.tool != self.tool or (self.last_failed and not result.is_error) or new:
+            self._restart(result.tool, result.key, size, result.digest, failed=result.is_error)
         elif result.key != self.key and delta > 0 and abs(size - self.size) <= delta:
             self.count += 1
+            self.key, self.size, self.last_failed = result.key, size, result.is_error
+            self._remember(result.digest)
         elif result.key != self.key:
-            self.count = 1
-        self.tool, self.key, self.size = result.tool, result.key, size
-        self.last_failed = result.is_error
+            self._restart(result.tool, result.key, size, result.digest, failed=result.is_error)
         return self._judge(
             cfg.same_tool_repeat_nudge_threshold,
             cfg.same_tool_repeat_abort_threshold,
             one_shot=True,
         )
+
+    def _restart(self, tool: str, key: str, size: int, digest: str, *, failed: bool) -> None:
+        self.tool, self.key, self.size, self.last_failed = tool, key, size, failed
+        self.count = 1 if tool else 0
+        self.seen = [digest] if digest else []
+
+    def _remember(self, digest: str) -> None:
+        if digest and digest not in self.seen:
+            self.seen.append(digest)
+            del self.seen[:-CYCLE_MEMORY]
 
     def trip(self, tool: str) -> Trip:  # noqa: D102
         return Trip(
@@ -528,21 +541,20 @@ class BreakerSet(Serializable):
     ) -> tuple[Breaker, Verdict]:
         """Show an executed call to the result breakers; the first that objects answers.
 
-        One call trips at most one breaker: fruitless, then same-tool, then the cycle and
-        no-progress breakers (which see every call), then parse errors (whose nudge is a note
-        on the observation rather than a separate message).
+        Every breaker sees every call; one call trips at most one of them. An abort wins
+        over a nudge; among equals the order is fruitless, same-tool, cycle, no-progress, parse
+        errors (whose nudge is a note on the observation rather than a separate message).
         """
         self.repeat.after_call(result)
-        cycle = self.cycle.observe(result, cfg)
-        stalled = self.no_progress.observe(result, cfg)
-        verdict = self.fruitless.observe(result, cfg)
-        if verdict is not Verdict.OK:
-            return self.fruitless, verdict
-        verdict = self.same_tool.observe(result, cfg)
-        if verdict is not Verdict.OK:
-            return self.same_tool, verdict
-        if cycle is not Verdict.OK:
-            return self.cycle, cycle
-        if stalled is not Verdict.OK:
-            return self.no_progress, stalled
-        return self.parse_error, self.parse_error.observe(result, cfg)
+        verdicts: list[tuple[Breaker, Verdict]] = [
+            (self.fruitless, self.fruitless.observe(result, cfg)),
+            (self.same_tool, self.same_tool.observe(result, cfg)),
+            (self.cycle, self.cycle.observe(result, cfg)),
+            (self.no_progress, self.no_progress.observe(result, cfg)),
+            (self.parse_error, self.parse_error.observe(result, cfg)),
+        ]
+        for wanted in (Verdict.ABORT, Verdict.NUDGE):
+            for breaker, verdict in verdicts:
+                if verdict is wanted:
+                    return breaker, verdict
+        return self.parse_error, Verdict.OK
