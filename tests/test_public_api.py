@@ -29,6 +29,13 @@ CONTRACT: dict[str, set[str]] = {
         "Router",
     },
     "sp4rk.llm.testing": {"ScriptedLLM", "FunctionLLM"},
+    "sp4rk.llm.pricing": {
+        "DEFAULT_PRICES",
+        "PRICES_AS_OF",
+        "ModelPrice",
+        "PriceTable",
+        "default_price_table",
+    },
     "sp4rk.tools": {
         "ToolResult",
         "ToolDescriptor",
@@ -83,6 +90,11 @@ CONTRACT: dict[str, set[str]] = {
         "run_sub_agent",
         "run_sub_agents_parallel",
         "RunContext",
+        "Budget",
+        "BudgetAccount",
+        "BudgetError",
+        "BudgetReport",
+        "BudgetState",
     },
     "sp4rk.memory": {
         "ContextWindow",
@@ -134,6 +146,7 @@ def test_executor_signature() -> None:
         "user_message_source",
         "parallel_tool_calls",
         "resume_state",
+        "budget",
     ]
     assert params(Executor.run) == ["self", "task_tools", "cw", "ctx"]
     assert params(Executor.run_sync) == ["self", "task_tools", "cw", "ctx"]
@@ -152,6 +165,7 @@ def test_executor_signature() -> None:
         "set_verify_on_edit",
         "set_pause_checker",
         "set_user_message_source",
+        "set_budget",
     ):
         assert callable(getattr(Executor, setter)), setter
     assert params(Executor.set_verify_on_edit) == ["self", "runner", "max_output_chars"]
@@ -187,6 +201,8 @@ def test_data_shapes() -> None:
         "paused",
         "exit_reason",
         "state",
+        "usage",
+        "cost_usd",
     ]
     assert fields(FillCheck) == ["percent", "status", "used", "max"]
     assert fields(EditVerifyResult) == ["output", "exit_code", "timed_out", "timeout", "error"]
@@ -244,7 +260,7 @@ def test_exit_reasons() -> None:
     }
 
 
-def test_events_have_the_thirteen_callbacks_in_order() -> None:
+def test_events_have_the_thirteen_callbacks_in_order_then_the_added_ones() -> None:
     from sp4rk.agent import Events, HITLHandler, NoopEvents, NoopHITLHandler
 
     names = [n for n in vars(Events) if not n.startswith("_")]
@@ -262,6 +278,7 @@ def test_events_have_the_thirteen_callbacks_in_order() -> None:
         "context_compaction",
         "finishing",
         "executor_diagnostic",
+        "usage_update",
     ]
     assert NoopEvents is Events and NoopHITLHandler is HITLHandler
 

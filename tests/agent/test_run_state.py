@@ -248,8 +248,10 @@ def forging_run(text: str, *, max_steps: int, resume_with: int) -> tuple[RunStat
 
 
 def decisions(state: RunState) -> dict[str, Any]:
-    """The state without the results' digests (the texts differ, so their hashes do)."""
+    """The state without the results' digests (the texts differ, so their hashes do) and
+    without the wall-clock time spent."""
     data = state.to_dict()
+    data["budget"].pop("seconds")
     data["breakers"]["repeat"].pop("digest")
     data["breakers"]["cycle"].pop("recent")
     data["breakers"]["no_progress"].pop("seen")

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Coroutine
 from typing import Any, assert_type
 
-from sp4rk.agent import Executor, ExecutorResult
+from sp4rk.agent import Budget, Executor, ExecutorResult
+from sp4rk.llm import TokenUsage
 from sp4rk.llm.testing import ScriptedLLM, finish_response
 from sp4rk.memory import ContextWindow
 from sp4rk.tools import FunctionTool, Registry, RunContext, ToolResult, tool
@@ -48,3 +49,13 @@ def test_run_sync_returns_an_executor_result() -> None:
     registry = Registry([add])
     executor = Executor(ScriptedLLM([finish_response("x")]), registry, 5)
     assert_type(executor.run_sync(registry.list(), ContextWindow()), ExecutorResult)
+
+
+def test_a_budgeted_run_reports_usage_and_a_cost_that_may_be_unknown() -> None:
+    registry = Registry([add])
+    llm = ScriptedLLM([finish_response("x")], model="gpt-4o-mini")
+    executor = Executor(llm, registry, 5, budget=Budget.from_limits(max_cost_usd=1.0))
+    result = executor.run_sync(registry.list(), ContextWindow())
+    assert_type(result.usage, TokenUsage)
+    assert_type(result.cost_usd, float | None)
+    assert result.cost_usd == 0.0  # the scripted reply reports no tokens

@@ -32,6 +32,12 @@ class NudgeKind(enum.Enum):
     """A breaker tripped and the human let the run go on."""
     TRUNCATED_RESPONSE = "truncated_response"
     """The response was cut at the output-token limit; none of its calls ran."""
+    BUDGET_STATUS = "budget_status"
+    """What the run has spent of its budget (tokens, cost, time, tool calls)."""
+    BUDGET_WRAP_UP = "budget_wrap_up"
+    """Most of a budget limit is used: finish with what you have."""
+    BUDGET_EXTENDED = "budget_extended"
+    """The human extended (or lifted) a budget limit."""
 
 
 @dataclass(slots=True)

@@ -5,8 +5,10 @@ a limit stops it, or the host pauses it. It depends only on narrow protocols (``
 ``ToolExecutor``, ``ContextManager``), so any provider, registry or context manager fits.
 """
 
+from sp4rk.agent.account import BudgetAccount
 from sp4rk.agent.audit import AuditEntry, AuditLog, JsonlAuditLog, MemoryAuditLog
 from sp4rk.agent.breakers import BreakerSet, Verdict
+from sp4rk.agent.budget import Budget, BudgetError, BudgetReport, BudgetState
 from sp4rk.agent.checkpoint import (
     CHECKPOINT_SCHEMA_VERSION,
     Checkpoint,
@@ -75,6 +77,11 @@ __all__ = [
     "AuditEntry",
     "AuditLog",
     "BreakerSet",
+    "Budget",
+    "BudgetAccount",
+    "BudgetError",
+    "BudgetReport",
+    "BudgetState",
     "Checkpoint",
     "CheckpointError",
     "CircuitBreakerConfig",

@@ -8,7 +8,14 @@ Subclass :class:`Events` and override only what you need.
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sp4rk.agent.budget import BudgetReport
+
+#: Events added after the first contract: a sink that does not subclass ``Events`` may lack
+#: them (it then simply does not receive them).
+ADDED_EVENTS = frozenset({"usage_update"})
 
 
 class Events:
@@ -58,6 +65,12 @@ class Events:
 
     def executor_diagnostic(self, step_num: int, event: str, details: dict[str, Any]) -> None:
         """A named diagnostic: nudges, breaker trips, gate decisions, compaction retries."""
+
+    def usage_update(self, step_num: int, report: BudgetReport) -> None:
+        """A model call was counted: what the run has spent so far, and its limits.
+
+        ``report.summary()`` is a status line; ``report.describe()`` each limit's use.
+        """
 
 
 NoopEvents = Events
@@ -120,6 +133,9 @@ class RecordingEvents(Events):
     def executor_diagnostic(self, *args: Any) -> None:  # noqa: D102
         self.records.append(("executor_diagnostic", args))
 
+    def usage_update(self, *args: Any) -> None:  # noqa: D102
+        self.records.append(("usage_update", args))
+
 
 def check_events(events: object) -> None:
     """Refuse an event sink whose methods the executor could not call.
@@ -135,7 +151,7 @@ def check_events(events: object) -> None:
             continue
         method = getattr(events, name, None)
         if method is None:
-            if isinstance(events, Events):
+            if isinstance(events, Events) or name in ADDED_EVENTS:
                 continue
             raise TypeError(
                 f"{type(events).__name__} has no {name}(): subclass sp4rk.agent.Events and "

@@ -20,6 +20,7 @@ from sp4rk.agent._loop.settings import (
     PauseChecker,
 )
 from sp4rk.agent.audit import AuditLog
+from sp4rk.agent.budget import Budget
 from sp4rk.agent.checkpoint import Checkpoint
 from sp4rk.agent.config import (
     CircuitBreakerConfig,
@@ -71,6 +72,9 @@ class Executor:
         parallel_tool_calls: run consecutive read-only calls of one response concurrently
             (tools declare themselves read-only, e.g. ``@tool(read_only=True)``); approval
             still happens call by call, and observations are recorded in the model's order.
+        budget: what the run may spend — tokens, cost, wall-clock time, tool calls (see
+            :class:`~sp4rk.agent.Budget`); the spend survives pause and resume in the run
+            state. A run whose ``ctx.budget`` carries an account draws from it as well.
 
     One executor runs one thing at a time: a second ``run`` while one is in flight raises
     ``RuntimeError``. Build a fresh executor per concurrent run (see ``run_sub_agents_parallel``).
@@ -93,6 +97,7 @@ class Executor:
         user_message_source: MessageSource | None = None,
         parallel_tool_calls: bool = False,
         resume_state: RunState | None = None,
+        budget: Budget | None = None,
     ) -> None:
         if not conforms(llm, LLMCaller):
             raise TypeError(f"llm must have an async call(request) method, got {llm!r}")
@@ -110,6 +115,7 @@ class Executor:
                 f"resume_state must be a RunState (result.state), got {type(resume_state).__name__}"
             )
 
+        _check_budget(budget)
         if events is not None:
             check_events(events)
         if hitl is not None:
@@ -131,6 +137,7 @@ class Executor:
             logger=_log,
             tool_cache=ToolResultCache(),
             per_tool_truncation=default_tool_truncation_config(),
+            budget=budget,
         )
         self._resume_state = copy.deepcopy(resume_state)
         self._running = False
@@ -237,6 +244,15 @@ class Executor:
             raise TypeError(f"a journal needs the RunJournal methods, got {journal!r}")
         self._settings.journal = journal
 
+    def set_budget(self, budget: Budget | None) -> None:
+        """Limit what each run may spend (``None``: no limits; usage is still counted).
+
+        A resumed run keeps what it spent and what the human granted (``result.state``); the
+        limits are the executor's at the time of the run.
+        """
+        _check_budget(budget)
+        self._settings.budget = budget
+
     def set_pause_checker(self, checker: PauseChecker | None) -> None:
         """``fn(ctx) -> bool`` checked at every step boundary; ``True`` pauses the run."""
         self._settings.pause_checker = checker
@@ -296,6 +312,7 @@ class Executor:
             return await run_loop(run)
         except BaseException:
             run.trajectory.commit()  # calls that completed before the failure stay
+            run.budget.flush_clock()
             run.save_interjection()
             if run.journal is not None:
                 try:
@@ -325,6 +342,14 @@ class Executor:
             RuntimeError: when called inside a running event loop; ``await run(...)`` there.
         """
         return run_sync(lambda: self.run(task_tools, cw, ctx), "executor.run")
+
+
+def _check_budget(budget: object) -> None:
+    if budget is not None and not isinstance(budget, Budget):
+        raise TypeError(
+            f"budget must be a sp4rk.agent.Budget (or None), got {type(budget).__name__}; "
+            "for example Budget(max_cost_usd=1.0, max_seconds=600)"
+        )
 
 
 def _check_task_tools(task_tools: Sequence[ToolDescriptor]) -> None:

@@ -36,3 +36,7 @@ class ExitReason(enum.Enum):
     """Call after call returned what the same call had already returned."""
     MUTATION_REQUIRED = "mutation_required"
     """The run had to change files, none were changed, and the model finished anyway."""
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    """A budget limit (tokens, cost, time or tool calls) was reached and the HITL handler
+    granted no more; ``state.budget.exhausted`` names it, ``output`` is the best answer so
+    far."""

@@ -55,7 +55,10 @@ class HITLHandler:
 
         ``reason`` is ``""`` at the step budget and the breaker's name at a breaker abort:
         ``"repeat"``, ``"truncation"``, ``"parse_error"``, ``"fruitless"``, ``"same_tool"``,
-        ``"cycle"`` or ``"no_progress"``.
+        ``"cycle"`` or ``"no_progress"``. At a limit of the run's :class:`~sp4rk.agent.Budget`
+        it is the limit's name (``"max_total_tokens"``, ``"max_cost_usd"``, ``"max_seconds"``,
+        ``"max_tool_calls"``, ...); ``ctx.budget.report()`` says what was spent, and a grant
+        is in that limit's unit (see ``BudgetAccount.extend``).
         """
         return StepLimitResponse.DENY
 

@@ -11,6 +11,7 @@ of a message, so a user's message or a tool's output can never change the execut
     ├── gates                           finish_guard · mutation · checklist
     ├── nudges                          one-shot nudges already given
     ├── taint                           untrusted content seen: from where, since when
+    ├── budget                          tokens, cost, time and tool calls spent; grants
     └── pending_messages, pending_interjection, verify_pending
 """
 
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 
 from sp4rk._internal.serde import Serializable
 from sp4rk.agent.breakers import BreakerSet
+from sp4rk.agent.budget import BudgetState
 from sp4rk.agent.gates import Gates
 from sp4rk.agent.hitl import StepLimitResponse
 from sp4rk.agent.taint import TaintState
@@ -93,6 +95,7 @@ class RunState(Serializable):
     gates: Gates = field(default_factory=Gates)
     nudges: NudgeFlags = field(default_factory=NudgeFlags)
     taint: TaintState = field(default_factory=TaintState)
+    budget: BudgetState = field(default_factory=BudgetState)
     pending_messages: list[str] = field(default_factory=list)
     """Live user messages not delivered yet: the next boundaries deliver them, one each."""
     pending_interjection: str = ""

@@ -2,6 +2,11 @@
 
 An executor runs one thing at a time, so every task brings a fresh ``Executor`` and context
 manager; the LLM caller, the tool registry, the result cache and the stores may be shared.
+
+A task whose ``ctx`` carries a budget account (a tool's own context does, or
+``RunContext(budget=BudgetAccount(...))``) draws from it: the sub-agent cannot spend more than
+that account has left, and its spending shows in the account's totals. A sub-agent stopped by
+its budget keeps its best answer so far as ``output``.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from sp4rk.agent._loop.replies import looks_like_printed_tool_call
 from sp4rk.agent.events import Events
 from sp4rk.agent.executor import Executor
 from sp4rk.agent.protocols import ContextManager
-from sp4rk.agent.types import Step
+from sp4rk.agent.types import ExitReason, Step
 from sp4rk.tools.base import ToolDescriptor
 from sp4rk.tools.context import RunContext
 
@@ -68,7 +73,10 @@ async def run_sub_agent(task: SubAgentTask) -> SubAgentResult:
         _safe(events.sub_agent_complete, task.step_id, False, time.perf_counter() - started)
         return SubAgentResult(task.step_id, steps=list(task.executor.last_steps), error=exc)
     error: BaseException | None = None
-    if not result.finished:
+    if result.exit_reason is ExitReason.BUDGET_EXHAUSTED:
+        spent = result.state.budget.exhausted if result.state is not None else ""
+        error = SubAgentError(f"sub-agent {task.step_id!r} used up its budget ({spent})")
+    elif not result.finished:
         error = SubAgentError(
             result.output or f"sub-agent {task.step_id!r} did not complete within its step budget"
         )

@@ -9,6 +9,7 @@ from sp4rk._core.trajectory import NudgeKind, Step
 from sp4rk._internal.serde import Serializable
 from sp4rk.agent.exit_reason import ExitReason
 from sp4rk.agent.state import RunState
+from sp4rk.llm.types import TokenUsage
 
 __all__ = [
     "CompactionResult",
@@ -28,7 +29,9 @@ class ExecutorResult(Serializable):
     ``output`` is the final answer when ``finished``; otherwise why the run stopped (empty
     when paused). ``steps`` is the whole trajectory, resumed steps included. ``state`` is the
     executor's state at the end: save it with the steps (``save_checkpoint(path, result)``)
-    to resume exactly where the run stopped.
+    to resume exactly where the run stopped. ``usage`` and ``cost_usd`` are what the whole
+    run spent (resumed parts and sub-agents that drew from its budget included); ``cost_usd``
+    is ``None`` when a call's model had no price (unknown, never guessed as zero).
     """
 
     output: str
@@ -37,3 +40,5 @@ class ExecutorResult(Serializable):
     paused: bool = field(default=False, kw_only=True)
     exit_reason: ExitReason = field(kw_only=True)
     state: RunState | None = field(default=None, kw_only=True)
+    usage: TokenUsage = field(default_factory=TokenUsage, kw_only=True)
+    cost_usd: float | None = field(default=None, kw_only=True)

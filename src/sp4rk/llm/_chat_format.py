@@ -145,7 +145,12 @@ def parse_chat_completion(data: Any, *, provider: str) -> ChatResponse:
         ),
         reasoning=reasoning,
         usage=TokenUsage(
-            read.tokens(usage, "prompt_tokens"), read.tokens(usage, "completion_tokens")
+            read.tokens(usage, "prompt_tokens"),
+            read.tokens(usage, "completion_tokens"),
+            cached_input_tokens=read.tokens(
+                usage.get("prompt_tokens_details") if isinstance(usage, dict) else None,
+                "cached_tokens",
+            ),
         ),
         stop_reason=stop,
     )

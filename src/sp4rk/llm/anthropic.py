@@ -275,7 +275,12 @@ class AnthropicProvider(SDKProvider[anthropic.AsyncAnthropic]):
                 "assistant", content="\n".join(texts), tool_calls=calls, reasoning_items=items
             ),
             reasoning="\n".join(thoughts),
-            usage=TokenUsage(input_tokens, read.tokens(usage, "output_tokens")),
+            usage=TokenUsage(
+                input_tokens,
+                read.tokens(usage, "output_tokens"),
+                cached_input_tokens=read.tokens(usage, "cache_read_input_tokens"),
+                cache_write_tokens=read.tokens(usage, "cache_creation_input_tokens"),
+            ),
             stop_reason=_STOP_REASONS.get(stop, stop),
         )
 

@@ -51,7 +51,12 @@ def checked_response(response: object) -> ChatResponse:
     response.stop_reason = _text(response.stop_reason, "stop_reason")
     response.model = _text(response.model, "model")
     usage = response.usage if isinstance(response.usage, TokenUsage) else TokenUsage()
-    response.usage = TokenUsage(token_count(usage.input_tokens), token_count(usage.output_tokens))
+    response.usage = TokenUsage(
+        token_count(usage.input_tokens),
+        token_count(usage.output_tokens),
+        cached_input_tokens=token_count(usage.cached_input_tokens),
+        cache_write_tokens=token_count(usage.cache_write_tokens),
+    )
     return response
 
 

@@ -277,7 +277,12 @@ class OpenAIResponsesProvider(OpenAIProviderBase):
             ),
             reasoning=reasoning,
             usage=TokenUsage(
-                read.tokens(usage, "input_tokens"), read.tokens(usage, "output_tokens")
+                read.tokens(usage, "input_tokens"),
+                read.tokens(usage, "output_tokens"),
+                cached_input_tokens=read.tokens(
+                    usage.get("input_tokens_details") if isinstance(usage, dict) else None,
+                    "cached_tokens",
+                ),
             ),
             stop_reason=stop,
         )

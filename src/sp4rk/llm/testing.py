@@ -80,8 +80,16 @@ def text_response(text: str, *, stop_reason: str = "end_turn") -> ChatResponse:
 
 
 class _RecordingLLM:
-    def __init__(self) -> None:
+    def __init__(self, model: str) -> None:
         self.requests: list[ChatRequest] = []
+        self.model = model
+        """The model this double plays, as a provider's ``model``: responses that name none
+        report it, and budgets price calls by it."""
+
+    def _named(self, response: ChatResponse) -> ChatResponse:
+        if not response.model:
+            response.model = self.model
+        return response
 
     def _record(self, request: ChatRequest) -> None:
         # Copy the lists (cheap) so later appends by the caller do not rewrite history;
@@ -110,13 +118,14 @@ class ScriptedLLM(_RecordingLLM):
         responses: each item is a ``ChatResponse``; an exception instance, raised on its turn
             (to script provider failures); or a callable ``request -> ChatResponse`` (sync or
             async) for responses that depend on the prompt.
+        model: the model it plays (reported by responses that name none).
 
     Raises:
         ScriptExhaustedError: from ``call`` once every response has been used.
     """
 
-    def __init__(self, responses: Sequence[ScriptItem]) -> None:
-        super().__init__()
+    def __init__(self, responses: Sequence[ScriptItem], *, model: str = "") -> None:
+        super().__init__(model)
         self._script: list[ScriptItem] = list(responses)
         self._next = 0
 
@@ -144,7 +153,7 @@ class ScriptedLLM(_RecordingLLM):
         for i, call in enumerate(response.message.tool_calls):
             if not call.id:
                 call.id = f"call_{index + 1}_{i}"
-        return response
+        return self._named(response)
 
     def assert_complete(self) -> None:
         """Fail unless every scripted response was used.
@@ -178,13 +187,22 @@ class ScriptedStreamingLLM(ScriptedLLM):
 
 
 class FunctionLLM(_RecordingLLM):
-    """Answers each call with ``fn(request)``, a sync or async function."""
+    """Answers each call with ``fn(request)``, a sync or async function.
 
-    def __init__(self, fn: Callable[[ChatRequest], ChatResponse | Awaitable[ChatResponse]]) -> None:
-        super().__init__()
+    ``model`` is the model it plays (reported by responses that name none).
+    """
+
+    def __init__(
+        self,
+        fn: Callable[[ChatRequest], ChatResponse | Awaitable[ChatResponse]],
+        *,
+        model: str = "",
+    ) -> None:
+        super().__init__(model)
         self._fn = fn
 
     async def call(self, request: ChatRequest) -> ChatResponse:
         """Record ``request`` and return ``fn(request)``."""
         self._record(request)
-        return await maybe_await(self._fn(request))
+        response: ChatResponse = await maybe_await(self._fn(request))
+        return self._named(response) if isinstance(response, ChatResponse) else response

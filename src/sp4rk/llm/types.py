@@ -52,10 +52,19 @@ class ReasoningItem(_Serializable):
 
 @dataclass(slots=True)
 class TokenUsage(_Serializable):
-    """Tokens a provider reported for one call."""
+    """Tokens a provider reported for one call.
+
+    ``input_tokens`` counts every prompt token; ``cached_input_tokens`` and
+    ``cache_write_tokens`` say how many of them were read from or written to the provider's
+    prompt cache (they are priced differently, see :mod:`sp4rk.llm.pricing`).
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
+    cached_input_tokens: int = 0
+    """Of ``input_tokens``: read from the prompt cache."""
+    cache_write_tokens: int = 0
+    """Of ``input_tokens``: written to the prompt cache (Anthropic)."""
 
     @property
     def total_tokens(self) -> int:

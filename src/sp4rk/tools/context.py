@@ -37,6 +37,19 @@ class TrajectoryView(Protocol):
         ...
 
 
+@runtime_checkable
+class BudgetView(Protocol):
+    """The run's live budget account (``sp4rk.agent.BudgetAccount``), as tools see it.
+
+    A tool that starts sub-agents passes its context on (``SubAgentTask(ctx=ctx)``): their
+    executors then draw from this account, so they never spend more than the run has left.
+    """
+
+    def remaining(self) -> dict[str, float]:
+        """What is left of each limit that is set, in its unit (tokens, USD, seconds, calls)."""
+        ...
+
+
 #: Called with ``(step_id, items)`` after each successful checklist update; each item is a
 #: ``(text, done)`` pair.
 TodoUpdateFn = Callable[[str, list[tuple[str, bool]]], None]
@@ -81,6 +94,9 @@ class RunContext:
     """Set on the context handed to ``HITLHandler.on_tool_call``: the policy for this call."""
     tool_review: str = ""
     """With it: why the call needs confirmation (a tool's judge, e.g. the shell rule set)."""
+    budget: BudgetView | None = None
+    """The run's budget account: set by the executor; a sub-agent run with this context
+    draws from it (pass one yourself to share a budget between runs)."""
 
     def __post_init__(self) -> None:
         # RunContext(workspace="/path") is how most people write it: accept a str. Whether

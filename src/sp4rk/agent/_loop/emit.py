@@ -8,9 +8,12 @@ inherits unchanged from the no-op base are skipped without a call.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sp4rk.agent.events import Events
+
+if TYPE_CHECKING:
+    from sp4rk.agent.budget import BudgetReport
 
 Log = logging.Logger | logging.LoggerAdapter[Any]
 
@@ -27,8 +30,14 @@ class EventProxy:
         self._live = frozenset(
             name
             for name, base in vars(Events).items()
-            if not name.startswith("_") and getattr(cls, name, None) is not base
+            if not name.startswith("_")
+            and (own := getattr(cls, name, None)) is not base
+            and (own is not None or hasattr(sink, name))
         )
+
+    def wants(self, name: str) -> bool:
+        """Whether the sink receives event ``name`` (to skip building costly arguments)."""
+        return name in self._live
 
     def _fire(self, name: str, *args: Any) -> None:
         if name not in self._live:
@@ -76,3 +85,6 @@ class EventProxy:
 
     def executor_diagnostic(self, step_num: int, event: str, details: dict[str, Any]) -> None:
         self._fire("executor_diagnostic", step_num, event, details)
+
+    def usage_update(self, step_num: int, report: BudgetReport) -> None:
+        self._fire("usage_update", step_num, report)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from sp4rk.agent._loop.boundary import deliver_live_message, pause_requested, step_limit_reached
+from sp4rk.agent._loop.budget import tell_budget
 from sp4rk.agent._loop.checklist import staleness_nudge
 from sp4rk.agent._loop.llm_call import call_llm
 from sp4rk.agent._loop.outcomes import EndRun
@@ -32,8 +33,13 @@ async def run_loop(run: RunScope) -> ExecutorResult:
             return run.result("", ExitReason.PAUSED, finished=False)
         # Live user message
         await deliver_live_message(run)
-        # LLM call (reactive compaction and retry inside)
+        # What remains of the budget, told to the model (only when a budget applies)
+        if run.budget.limited:
+            tell_budget(run)
+        # LLM call (budget pre-flight, reactive compaction and retry inside)
         response = await call_llm(run)
+        if isinstance(response, EndRun):
+            return run.result(response.output, response.exit_reason, finished=False)
         # Thought event
         _emit_thought(run, response)
         # Implicit finish check / truncation detection / tool execution

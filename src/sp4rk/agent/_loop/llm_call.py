@@ -1,8 +1,11 @@
-"""The LLM call: build the request, stream the reply, compact and retry on overflow."""
+"""The LLM call: the budget pre-flight, the request, the reply, compaction on overflow."""
 
 from __future__ import annotations
 
+from sp4rk.agent._loop.budget import reserve_call, send_within_budget
+from sp4rk.agent._loop.outcomes import EndRun
 from sp4rk.agent._loop.scope import RunScope
+from sp4rk.agent.account import Hold
 from sp4rk.llm.errors import ContextWindowExceededError
 from sp4rk.llm.ingest import checked_response
 from sp4rk.llm.types import ChatRequest, ChatResponse
@@ -11,8 +14,11 @@ from sp4rk.llm.types import ChatRequest, ChatResponse
 MAX_REACTIVE_COMPACTIONS = 2
 
 
-async def call_llm(run: RunScope) -> ChatResponse:
+async def call_llm(run: RunScope) -> ChatResponse | EndRun:
     """Send the current prompt; on ``ContextWindowExceededError`` compact and retry in place.
+
+    With a budget, each call is reserved first (``EndRun`` when a limit is reached and the
+    human grants no more) and cut at the wall-clock deadline (then the next pre-flight asks).
 
     Raises:
         ContextWindowExceededError: when compaction freed nothing or a third overflow came.
@@ -23,6 +29,12 @@ async def call_llm(run: RunScope) -> ChatResponse:
         # A resumed checkpoint or a shrunk window: never send a prompt known not to fit.
         await compact_now(run)
     while True:
+        hold: Hold | None = None
+        if run.budget.limited:
+            reserved = await reserve_call(run)
+            if isinstance(reserved, EndRun):
+                return reserved
+            hold = reserved
         request = ChatRequest(
             messages=run.cw.build_prompt(),
             tools=run.tools.definitions,
@@ -31,7 +43,7 @@ async def call_llm(run: RunScope) -> ChatResponse:
             reasoning_effort=run.settings.reasoning_effort,
         )
         try:
-            response = await _send(run, request)
+            response = await send_within_budget(run, hold, request, _send(run, request))
         except ContextWindowExceededError as exc:
             if compactions >= MAX_REACTIVE_COMPACTIONS:
                 raise
@@ -43,6 +55,8 @@ async def call_llm(run: RunScope) -> ChatResponse:
                     "window or lower the tool output limits)",
                     status_code=exc.status_code,
                 ) from exc
+            continue
+        if response is None:  # cut at the time limit: the pre-flight asks for more
             continue
         if run.consumes_interjections:
             run.cw.consume_pending_user_interjection()  # type: ignore[attr-defined]

@@ -44,6 +44,41 @@ def budget_extended(granted: int | None) -> str:
     return f"The user granted {granted} more steps. Continue; more may be refused later."
 
 
+# --- run budget (tokens, cost, time, tool calls) -------------------------------------------
+
+
+def budget_status(described: str) -> str:
+    """What the run has spent of each limit, told at the configured cadence."""
+    return f"Budget so far: {described}."
+
+
+def budget_wrap_up(described: str) -> str:
+    """Once a run, when most of a limit is used: say what remains and ask to wrap up."""
+    return (
+        f"Budget nearly used up: {described}. The run stops when a limit is reached. Wrap "
+        "up now: finish the most important remaining work and call `finish` with the best "
+        "answer you have."
+    )
+
+
+def budget_limit_extended(label: str, granted: str | None) -> str:
+    """The human extended a budget limit (``granted`` in its unit; ``None``: lifted)."""
+    if granted is None:
+        return f"The user lifted the {label} limit for this run. Continue until the task is done."
+    return f"The user extended the {label} budget by {granted}. Continue; more may be refused."
+
+
+def budget_exhausted(label: str, described: str) -> str:
+    """The run's output when a budget limit stopped it before the model wrote any text."""
+    return f"Stopped: the {label} budget is used up ({described})."
+
+
+CUT_AT_DEADLINE = (
+    "Not completed: the run's time budget ran out while this call was running, and the call "
+    "was stopped. Its effects, if any, may be partial."
+)
+
+
 # --- circuit breakers --------------------------------------------------------------------
 
 

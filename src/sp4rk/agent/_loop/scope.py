@@ -18,6 +18,7 @@ from sp4rk.agent._loop.emit import EventProxy
 from sp4rk.agent._loop.recorder import Recorder
 from sp4rk.agent._loop.settings import ExecutorSettings
 from sp4rk.agent._loop.toolbox import ToolBox
+from sp4rk.agent.account import BudgetAccount
 from sp4rk.agent.debug import DumpCaller
 from sp4rk.agent.gates import CHECKLIST_TOOL
 from sp4rk.agent.hitl import HITLHandler
@@ -58,7 +59,6 @@ class RunScope:
         # A dump writer on the context records this run's requests and responses.
         self.llm: LLMCaller = llm if ctx.dump_writer is None else DumpCaller(llm, ctx.dump_writer)
         self.cw = cw
-        self.ctx = ctx
         self.log = logging.LoggerAdapter(
             settings.logger,
             {
@@ -69,9 +69,6 @@ class RunScope:
         )
         self.events = EventProxy(settings.events, self.log)
         self.cache = settings.tool_cache
-        self.tool_ctx = ctx.replace(
-            tool_result_cache=self.cache, per_tool_truncation=settings.per_tool_truncation
-        )
         self.tools = ToolBox(
             tools,
             task_tools,
@@ -87,6 +84,17 @@ class RunScope:
                 else RunState(response_groups=first_group)
             )
         self.state = state
+        # The budget account: a child of the context's when the run draws from another's.
+        parent = ctx.budget if isinstance(ctx.budget, BudgetAccount) else None
+        self.budget = BudgetAccount(settings.budget, state=state.budget, parent=parent)
+        self.model_hint = _model_of(llm)
+        """The model the caller says it calls: prices the first call of a cost budget."""
+        self.latest_text = ""
+        """The latest non-empty text the model wrote in this run (the best answer so far)."""
+        self.ctx = ctx.replace(budget=self.budget)
+        self.tool_ctx = self.ctx.replace(
+            tool_result_cache=self.cache, per_tool_truncation=settings.per_tool_truncation
+        )
         self.journal = settings.journal
         self.trajectory = Recorder(cw, state, self.tools, resumed, self.journal)
         self.checklist_offered = CHECKLIST_TOOL in self.tools.task_tool_names
@@ -122,14 +130,17 @@ class RunScope:
         """A step boundary: sync the trajectory store and commit to the journal (if any)."""
         self.sync_trajectory()
         if self.journal is not None:
+            self.budget.flush_clock()
             self.journal.on_boundary(self.trajectory.unjournaled(), self.state)
 
     def result(self, output: str, exit_reason: ExitReason, *, finished: bool) -> ExecutorResult:
         """The run's result; commits pending steps first."""
         self.trajectory.commit()
         self.save_interjection()
+        self.budget.flush_clock()
         if self.journal is not None:
             self.journal.on_boundary(self.trajectory.unjournaled(), self.state)
+        spent = self.state.budget
         return ExecutorResult(
             output=output,
             steps=list(self.trajectory.steps),
@@ -137,6 +148,8 @@ class RunScope:
             paused=exit_reason is ExitReason.PAUSED,
             exit_reason=exit_reason,
             state=self.state,
+            usage=spent.usage,
+            cost_usd=spent.cost,
         )
 
     def restore_interjection(self) -> None:
@@ -150,3 +163,15 @@ class RunScope:
         """Keep a resume interjection the context manager has not retired yet in the state."""
         if self.interjections is not None:
             self.state.pending_interjection = self.interjections.pending_user_interjection
+
+
+def _model_of(llm: object) -> str:
+    """The ``model`` a caller names, looking through decorators (``inner``); ``""`` if none."""
+    for _ in range(8):
+        model = getattr(llm, "model", None)
+        if isinstance(model, str) and model:
+            return model
+        llm = getattr(llm, "inner", None)
+        if llm is None:
+            break
+    return ""

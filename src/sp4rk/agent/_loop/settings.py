@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from sp4rk.agent.audit import AuditLog
+from sp4rk.agent.budget import Budget
 from sp4rk.agent.config import CircuitBreakerConfig, ToolResultBudget
 from sp4rk.agent.events import Events
 from sp4rk.agent.hitl import HITLHandler
@@ -62,3 +63,4 @@ class ExecutorSettings:
     taint_policy: TaintPolicy = field(default_factory=TaintPolicy)
     audit_log: AuditLog | None = None
     journal: RunJournal | None = None
+    budget: Budget | None = None

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from sp4rk._internal import safejson
 from sp4rk._internal.text import valid_text
 from sp4rk.agent._loop import checklist, nudges
+from sp4rk.agent._loop.budget import take_tool_call, tool_within_deadline
 from sp4rk.agent._loop.finish import attempt_finish
 from sp4rk.agent._loop.outcomes import (
     BROKE_OFF,
@@ -114,6 +115,8 @@ async def _run_batch(
     entries: list[_Approved | _Deferred] = []
     for idx in range(start, start + size):
         entry = await _approve(run, calls[idx], idx, idx == last, reply)
+        if isinstance(entry, _Approved) and (spent := await take_tool_call(run)) is not None:
+            entry = await _end(run, spent.output, spent.exit_reason)  # the budget is used up
         if isinstance(entry, EndRun):
             return entry
         entries.append(entry)
@@ -283,7 +286,7 @@ async def _execute(run: RunScope, a: _Approved) -> ToolResult:
     if run.journal is not None:
         run.journal.on_call_start(run.step, a.call)
     ctx = run.tool_ctx.replace(tool_call_approved=True) if a.approved else run.tool_ctx
-    return await run.tools.execute(ctx, a.call.name, a.exec_input)
+    return await tool_within_deadline(run, run.tools.execute(ctx, a.call.name, a.exec_input))
 
 
 async def _complete(
