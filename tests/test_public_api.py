@@ -83,7 +83,14 @@ CONTRACT: dict[str, set[str]] = {
         "run_sub_agent",
         "run_sub_agents_parallel",
         "RunContext",
+        # sp4rk's own, beyond the contract: observability (issue 14)
+        "CompositeEvents",
+        "RunStart",
+        "ModelCallEnd",
+        "ToolCallEnd",
+        "ToolErrorType",
     },
+    "sp4rk.otel": {"OpenTelemetryEvents", "configure_from_environment"},
     "sp4rk.memory": {
         "ContextWindow",
         "SlidingWindowStrategy",
@@ -243,11 +250,21 @@ def test_exit_reasons() -> None:
     }
 
 
-def test_events_have_the_thirteen_callbacks_in_order() -> None:
+def test_events_have_the_thirteen_callbacks_in_order_then_sp4rks_own() -> None:
     from sp4rk.agent import Events, HITLHandler, NoopEvents, NoopHITLHandler
 
     names = [n for n in vars(Events) if not n.startswith("_")]
-    assert names == [
+    assert names[13:] == [
+        "run_start",
+        "run_end",
+        "model_call_start",
+        "model_call_end",
+        "tool_execute_start",
+        "tool_execute_end",
+        "tool_call_end",
+        "approval",
+    ]
+    assert names[:13] == [
         "step_start",
         "thought",
         "tool_call",

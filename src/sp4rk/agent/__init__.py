@@ -23,7 +23,16 @@ from sp4rk.agent.config import (
     default_tool_truncation_config,
 )
 from sp4rk.agent.debug import DumpCaller, LoggingLLMCaller, UsageTrackingCaller
-from sp4rk.agent.events import Events, NoopEvents, RecordingEvents
+from sp4rk.agent.events import (
+    CompositeEvents,
+    Events,
+    ModelCallEnd,
+    NoopEvents,
+    RecordingEvents,
+    RunStart,
+    ToolCallEnd,
+    ToolErrorType,
+)
 from sp4rk.agent.executor import Executor
 from sp4rk.agent.gates import Gates
 from sp4rk.agent.hitl import HITLHandler, HITLToolDecision, NoopHITLHandler, StepLimitResponse
@@ -80,6 +89,7 @@ __all__ = [
     "CircuitBreakerConfig",
     "CompactionResult",
     "CompactionStrategy",
+    "CompositeEvents",
     "ContextManager",
     "DumpCaller",
     "EditVerifyResult",
@@ -99,12 +109,14 @@ __all__ = [
     "ListTrajectoryStore",
     "LoggingLLMCaller",
     "MemoryAuditLog",
+    "ModelCallEnd",
     "NoopEvents",
     "NoopHITLHandler",
     "NudgeKind",
     "RecordingEvents",
     "RunContext",
     "RunJournal",
+    "RunStart",
     "RunState",
     "Step",
     "StepBudget",
@@ -115,6 +127,8 @@ __all__ = [
     "SubAgentTask",
     "TaintPolicy",
     "TaintState",
+    "ToolCallEnd",
+    "ToolErrorType",
     "ToolExecutor",
     "ToolResultBudget",
     "ToolResultCache",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from sp4rk.agent._loop.scope import RunScope
 from sp4rk.llm.errors import ContextWindowExceededError
 from sp4rk.llm.ingest import checked_response
@@ -14,10 +16,43 @@ MAX_REACTIVE_COMPACTIONS = 2
 async def call_llm(run: RunScope) -> ChatResponse:
     """Send the current prompt; on ``ContextWindowExceededError`` compact and retry in place.
 
+    The whole of it, retries included, is one model call for ``model_call_start``/``_end``.
+
     Raises:
         ContextWindowExceededError: when compaction freed nothing or a third overflow came.
         LLMError: any other provider failure, unchanged.
     """
+    run.events.model_call_start(run.step)
+    started = time.perf_counter()
+    sent: list[ChatRequest] = []
+    try:
+        response = await _call_with_retries(run, sent)
+    except BaseException as exc:
+        _report(run, sent, None, exc, started)
+        raise
+    _report(run, sent, response, None, started)
+    return response
+
+
+def _report(
+    run: RunScope,
+    sent: list[ChatRequest],
+    response: ChatResponse | None,
+    error: BaseException | None,
+    started: float,
+) -> None:
+    run.events.model_call_end(
+        run.step,
+        sent[-1] if sent else None,
+        response,
+        error,
+        attempts=len(sent),
+        duration=time.perf_counter() - started,
+    )
+
+
+async def _call_with_retries(run: RunScope, sent: list[ChatRequest]) -> ChatResponse:
+    """The call itself; every request is appended to ``sent`` before it goes out."""
     compactions = 0
     if run.cw.check_fill().status == "reject":
         # A resumed checkpoint or a shrunk window: never send a prompt known not to fit.
@@ -30,6 +65,7 @@ async def call_llm(run: RunScope) -> ChatResponse:
             call_purpose="executor",
             reasoning_effort=run.settings.reasoning_effort,
         )
+        sent.append(request)
         try:
             response = await _send(run, request)
         except ContextWindowExceededError as exc:

@@ -36,6 +36,7 @@ from sp4rk.agent._loop.toolbox import RESULT_READ_TOOL
 from sp4rk.agent._loop.verification import flush_verification, note_call, verification_note
 from sp4rk.agent.audit import AuditEntry, Decision
 from sp4rk.agent.breakers import Breaker, CallResult, Verdict, call_key
+from sp4rk.agent.events import ToolErrorType
 from sp4rk.agent.hitl import HITLToolDecision
 from sp4rk.agent.taint import escalation
 from sp4rk.agent.types import ExitReason, NudgeKind, Step
@@ -201,31 +202,38 @@ async def _approve(
         decision = await _ask_human(run, name, raw, review, taint_reason)
     if decision is None:
         if taint_reason:  # nobody approved a call that needs it after untrusted content
-            _audit(run, call, raw, "refused", None, taint_reason)
+            _audit(run, call, idx, raw, "refused", None, taint_reason)
             observation = nudges.not_approved(name, taint_reason)
-            return await _refuse(run, call, idx, last, reply, observation)
+            return await _refuse(run, call, idx, last, reply, observation, "not_approved")
         if needs_approval and review is not None:
-            _audit(run, call, raw, "refused", None, review.reason or "its policy")
+            _audit(run, call, idx, raw, "refused", None, review.reason or "its policy")
         return _Approved(call, idx, key, source, raw, approved=False)
     why = taint_reason or (review.reason if review is not None and review.reason else "")
     why = why or ("its policy" if needs_approval else "the human's own review")
     if not decision.allow:
-        _audit(run, call, raw, "rejected", decision, why)
+        _audit(run, call, idx, raw, "rejected", decision, why)
         reason = decision.reason or "rejected by user"
-        return await _refuse(run, call, idx, last, reply, f"[Tool call rejected: {reason}]")
+        observation = f"[Tool call rejected: {reason}]"
+        return await _refuse(run, call, idx, last, reply, observation, "rejected")
     ran = decision.modified_input or raw
     if needs_approval or ran != raw:  # a decision that let something run or changed it
-        _audit(run, call, ran, "modified" if ran != raw else "approved", decision, why)
+        _audit(run, call, idx, ran, "modified" if ran != raw else "approved", decision, why)
     return _Approved(call, idx, key, source, ran, approved=True)
 
 
 async def _refuse(
-    run: RunScope, call: ToolCall, idx: int, last: bool, reply: Reply, observation: str
+    run: RunScope,
+    call: ToolCall,
+    idx: int,
+    last: bool,
+    reply: Reply,
+    observation: str,
+    error: ToolErrorType,
 ) -> _Deferred:
     """A call that does not run: its error observation (closing a pending verification)."""
     if last:
         observation = _join(observation, await verification_note(run))
-    run.events.tool_result(run.step, idx, len(observation), observation, True)
+    run.events.tool_done(run.step, idx, call, observation, error=error)
     step = reply.step(first=idx == 0, action=call, observation=observation, is_error=True)
     return _Deferred(step, REJECTED)
 
@@ -245,35 +253,41 @@ async def _ask_human(
 def _audit(
     run: RunScope,
     call: ToolCall,
+    idx: int,
     arguments: str,
     decision: Decision,
     by: HITLToolDecision | None,
     reason: str,
 ) -> None:
-    """Append one approval decision to the audit log (if the host keeps one)."""
+    """Append one approval decision to the audit log (if the host keeps one) and report it."""
     log = run.settings.audit_log
     run.log.debug("approval %s for %s at step %d: %s", decision, call.name, run.step, reason)
-    if log is None:
+    if log is None and not run.events.listens("approval"):
         return
-    log.record(
-        AuditEntry.now(
-            step=run.step,
-            tool=call.name,
-            call_id=call.id,
-            arguments=arguments,
-            decision=decision,
-            decided_by="policy" if by is None else f"hitl:{type(run.settings.hitl).__name__}",
-            reason=reason,
-            plan_step_id=run.settings.plan_step_id,
-        )
+    entry = AuditEntry.now(
+        step=run.step,
+        tool=call.name,
+        call_id=call.id,
+        arguments=arguments,
+        decision=decision,
+        decided_by="policy" if by is None else f"hitl:{type(run.settings.hitl).__name__}",
+        reason=reason,
+        plan_step_id=run.settings.plan_step_id,
     )
+    if log is not None:
+        log.record(entry)
+    run.events.approval(run.step, idx, entry)
 
 
 async def _execute(run: RunScope, a: _Approved) -> ToolResult:
     if run.journal is not None:
         run.journal.on_call_start(run.step, a.call)
     ctx = run.tool_ctx.replace(tool_call_approved=True) if a.approved else run.tool_ctx
-    return await run.tools.execute(ctx, a.call.name, a.exec_input)
+    run.events.tool_execute_start(run.step, a.idx)
+    try:
+        return await run.tools.execute(ctx, a.call.name, a.exec_input)
+    finally:
+        run.events.tool_execute_end(run.step, a.idx)
 
 
 async def _complete(
@@ -301,13 +315,24 @@ async def _complete(
         observation += "\n\n" + nudges.parse_error_note(breaker.count, content, a.exec_input)
         verdict = Verdict.OK
 
-    observation, cache_hash = process_tool_result(
+    processed, cache_hash = process_tool_result(
         run, name, a.exec_input, content, observation, a.source, digest
     )
+    truncated, observation = processed != observation, processed
     note_call(run, name, is_error)
     if last and run.state.verify_pending:
         observation = _join(observation, await verification_note(run))
-    run.events.tool_result(run.step, a.idx, len(observation), observation, is_error)
+    run.events.tool_done(
+        run.step,
+        a.idx,
+        a.call,
+        observation,
+        error=("parse_error" if seen.parse_error else "tool_error") if is_error else None,
+        arguments=a.exec_input,
+        approved=a.approved,
+        truncated=truncated,
+        cached=name == RESULT_READ_TOOL,
+    )
     step = reply.step(first=a.idx == 0, action=a.call, observation=observation, is_error=is_error)
     step.is_untrusted = run.tools.is_untrusted(name)
     step.cache_hash = cache_hash
@@ -332,11 +357,11 @@ async def _repeat_intercept(
     trip = breaker.trip(call.name)
     if verdict is Verdict.NUDGE:
         run.diag(trip.nudge_event, **trip.details)
-        run.events.tool_result(run.step, idx, len(trip.nudge), trip.nudge, True)
+        run.events.tool_done(run.step, idx, call, trip.nudge, error="repeated_call")
         step = reply.step(first=idx == 0, action=call, observation=trip.nudge, is_error=True)
         return _Deferred(step, BROKE_OFF)
     run.diag(trip.abort_event, **trip.details)
-    run.events.tool_result(run.step, idx, len(trip.abort), trip.abort, True)
+    run.events.tool_done(run.step, idx, call, trip.abort, error="repeated_call")
     nudge = await ask_reprieve(run, breaker)
     if nudge is None:
         return await _end(run, trip.abort, trip.exit_reason)
