@@ -5,9 +5,18 @@ from __future__ import annotations
 from collections.abc import Coroutine
 from typing import Any, assert_type
 
-from sp4rk.agent import Executor, ExecutorResult
+from sp4rk.agent import (
+    CompositeEvents,
+    Events,
+    Executor,
+    ExecutorResult,
+    ModelCallEnd,
+    ToolCallEnd,
+    ToolErrorType,
+)
 from sp4rk.llm.testing import ScriptedLLM, finish_response
 from sp4rk.memory import ContextWindow
+from sp4rk.otel import OpenTelemetryEvents
 from sp4rk.tools import FunctionTool, Registry, RunContext, ToolResult, tool
 
 
@@ -48,3 +57,26 @@ def test_run_sync_returns_an_executor_result() -> None:
     registry = Registry([add])
     executor = Executor(ScriptedLLM([finish_response("x")]), registry, 5)
     assert_type(executor.run_sync(registry.list(), ContextWindow()), ExecutorResult)
+
+
+class TokenMeter(Events):
+    """A sink typed against sp4rk's own callbacks."""
+
+    def __init__(self) -> None:
+        self.tokens = 0
+
+    def model_call_end(self, step_num: int, call: ModelCallEnd) -> None:
+        if call.response is not None:
+            self.tokens += call.response.usage.total_tokens
+
+    def tool_call_end(self, step_num: int, call_idx: int, call: ToolCallEnd) -> None:
+        assert_type(call.error_type, ToolErrorType | None)
+
+
+def test_sinks_compose_with_tracing() -> None:
+    meter = TokenMeter()
+    events = CompositeEvents(meter, OpenTelemetryEvents())
+    result = Executor(
+        ScriptedLLM([finish_response("ok")]), Registry([]), 2, events=events
+    ).run_sync([], ContextWindow())
+    assert result.finished and meter.tokens == 0
