@@ -49,3 +49,22 @@ def test_the_command_demo_fixes_the_bug_and_shows_the_run(tmp_path: Path) -> Non
     assert "output: Fixed calc.add" in out.stdout
     assert "return a + b" in (tmp_path / "demo" / "workspace" / "calc.py").read_text()
     assert "return a - b" in (EXAMPLES / "cli-demo" / "workspace" / "calc.py").read_text()
+
+
+def test_the_tracing_example_shows_why_the_run_stopped() -> None:
+    out = subprocess.run(
+        [sys.executable, str(EXAMPLES / "02_trace_a_breaker.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("finished=False exit=repeat_abort")
+    assert "invoke_agent fixer  [ERROR: stopped: repeat_abort]" in lines
+    assert (
+        "  * sp4rk.repeated_tool_call_abort: sp4rk.step=6, tool='search', repeat_count=4," in lines
+    )
+    assert out.stdout.count("  execute_tool search  [ERROR: repeated_call]") == 2
+    assert "    * sp4rk.approval: sp4rk.approval.decision='approved'," in lines

@@ -27,8 +27,9 @@ def loaded_after_import(module: str) -> set[str]:
         ("sp4rk.tools", ("sp4rk.llm", "sp4rk.memory", "sp4rk.agent", "sp4rk.cli")),
         ("sp4rk.tools.builtins", ("sp4rk.llm", "sp4rk.memory", "sp4rk.agent", "sp4rk.cli")),
         ("sp4rk.memory", ("sp4rk.agent", "sp4rk.cli")),
-        ("sp4rk.agent", ("sp4rk.cli", "sp4rk.store")),
+        ("sp4rk.agent", ("sp4rk.cli", "sp4rk.store", "sp4rk.otel")),
         ("sp4rk.store", ("sp4rk.cli",)),
+        ("sp4rk.otel", ("sp4rk.cli",)),
     ],
 )
 def test_each_layer_loads_nothing_above_it(module: str, forbidden: tuple[str, ...]) -> None:
@@ -61,3 +62,27 @@ def test_importing_sp4rk_is_cheap() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_the_agent_never_loads_opentelemetry() -> None:
+    code = "import sys, sp4rk.agent; print(any(m.startswith('opentelemetry') for m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_sp4rk_otel_without_the_extra_says_what_to_install() -> None:
+    code = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'opentelemetry':\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import sp4rk.agent\n"
+        "try:\n"
+        "    import sp4rk.otel\n"
+        "except ImportError as exc:\n"
+        "    print(exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "pip install 'sp4rk[otel]'" in out.stdout

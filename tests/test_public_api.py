@@ -95,7 +95,14 @@ CONTRACT: dict[str, set[str]] = {
         "BudgetError",
         "BudgetReport",
         "BudgetState",
+        # sp4rk's own, beyond the contract: observability (issue 14)
+        "CompositeEvents",
+        "RunStart",
+        "ModelCallEnd",
+        "ToolCallEnd",
+        "ToolErrorType",
     },
+    "sp4rk.otel": {"OpenTelemetryEvents", "configure_from_environment"},
     "sp4rk.memory": {
         "ContextWindow",
         "SlidingWindowStrategy",
@@ -260,11 +267,22 @@ def test_exit_reasons() -> None:
     }
 
 
-def test_events_have_the_thirteen_callbacks_in_order_then_the_added_ones() -> None:
+def test_events_have_the_thirteen_callbacks_in_order_then_sp4rks_own() -> None:
     from sp4rk.agent import Events, HITLHandler, NoopEvents, NoopHITLHandler
 
     names = [n for n in vars(Events) if not n.startswith("_")]
-    assert names == [
+    assert names[13:] == [
+        "run_start",
+        "run_end",
+        "model_call_start",
+        "model_call_end",
+        "tool_execute_start",
+        "tool_execute_end",
+        "tool_call_end",
+        "approval",
+        "usage_update",
+    ]
+    assert names[:13] == [
         "step_start",
         "thought",
         "tool_call",
@@ -278,7 +296,6 @@ def test_events_have_the_thirteen_callbacks_in_order_then_the_added_ones() -> No
         "context_compaction",
         "finishing",
         "executor_diagnostic",
-        "usage_update",
     ]
     assert NoopEvents is Events and NoopHITLHandler is HITLHandler
 

@@ -28,6 +28,7 @@ from anchors.common import (
 
 from sp4rk.agent import (
     CircuitBreakerConfig,
+    Events,
     Executor,
     ToolTruncationConfig,
     default_tool_truncation_config,
@@ -54,8 +55,13 @@ BREAKERS = CircuitBreakerConfig(
 )
 
 
-def prepare(spec: RunSpec, probe: Probe) -> Callable[[], Awaitable[None]]:
-    """A fresh executor and window for one run (sp4rk needs one executor per concurrent run)."""
+def prepare(
+    spec: RunSpec, probe: Probe, events: Events | None = None
+) -> Callable[[], Awaitable[None]]:
+    """A fresh executor and window for one run (sp4rk needs one executor per concurrent run).
+
+    ``events`` replaces the default sink (``otel_overhead.py`` measures tracing with it).
+    """
     script = Script(spec.steps)
 
     async def respond(request: ChatRequest) -> ChatResponse:
@@ -87,7 +93,7 @@ def prepare(spec: RunSpec, probe: Probe) -> Callable[[], Awaitable[None]]:
         return result
 
     registry = Registry([lookup])
-    executor = Executor(llm, registry, spec.steps + 5, circuit_breaker=BREAKERS)
+    executor = Executor(llm, registry, spec.steps + 5, circuit_breaker=BREAKERS, events=events)
     window_tokens = ENDURANCE_WINDOW_TOKENS if spec.endurance else WINDOW_TOKENS
     stage1 = ENDURANCE_STAGE1 if spec.endurance else STAGE1
     executor.set_per_tool_truncation({**default_tool_truncation_config(), TOOL_NAME: stage1})

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from sp4rk.agent import Executor, ExitReason, HITLHandler, StepLimitResponse
+from sp4rk.agent import Executor, ExitReason, HITLHandler, RecordingEvents, StepLimitResponse
+from sp4rk.agent.events import EVENT_NAMES
 from sp4rk.llm import ChatResponse, LLMError, Message, TokenUsage, ToolCall
 from sp4rk.llm.testing import ScriptedLLM, finish_response, tool_calls_response
 from sp4rk.memory import ContextWindow
@@ -257,8 +258,12 @@ def test_reference_event_order_for_a_read_then_finish() -> None:
             finish_response("done", thought="done now"),
         ]
     )
-    added = ("assistant_chunk", "assistant_done", "usage_update")
-    order = [n for n in events.names() if n not in added]
+    reference = EVENT_NAMES[:13]
+    order = [
+        n
+        for n in events.names()
+        if n in reference and n not in ("assistant_chunk", "assistant_done")
+    ]
     assert order == [
         "step_start",
         "thought",
@@ -275,6 +280,66 @@ def test_reference_event_order_for_a_read_then_finish() -> None:
     assert events.of("step_start") == [(1,), (2,)]
     assert events.of("tool_call")[0] == (1, 0, "read_file", '{"path": "a"}', "core")
     assert events.of("finishing")[0] == (2, "done")
+
+
+def test_sp4rks_own_events_bracket_the_run_the_model_calls_and_the_tools() -> None:
+    result, _, events = run(
+        [
+            tool_calls_response(("read_file", {"path": "a"}), thought="look"),
+            finish_response("done"),
+        ]
+    )
+    order = [n for n in events.names() if n not in ("assistant_chunk", "assistant_done")]
+    assert order == [
+        "run_start",
+        "step_start",
+        "model_call_start",
+        "usage_update",  # the call is counted as soon as its answer arrives
+        "model_call_end",
+        "thought",
+        "tool_call",
+        "tool_execute_start",
+        "tool_execute_end",
+        "tool_result",
+        "tool_call_end",
+        "step_complete",
+        "context_fill",
+        "step_start",
+        "model_call_start",
+        "usage_update",
+        "model_call_end",
+        "finishing",
+        "tool_result",
+        "tool_call_end",
+        "step_complete",
+        "run_end",
+    ]
+    (start,) = events.of("run_start")[0]
+    assert (start.first_step, start.max_steps, start.resumed) == (1, 10, False)
+    assert start.redact("key sk-abcdefghijklmnopqrstuvwx") == "key sk-[REDACTED]"
+    step, call = events.of("model_call_end")[0]
+    assert step == 1 and call.attempts == 1 and call.error is None
+    assert call.response.message.tool_calls[0].name == "read_file"
+    assert call.request.messages[-1].content == "do the task"
+    read, finish = [args[2] for args in events.of("tool_call_end")]
+    assert (read.tool, read.arguments, read.is_error, read.error_type) == (
+        "read_file",
+        '{"path": "a"}',
+        False,
+        None,
+    )
+    assert read.call_id and read.observation.startswith("contents of a")
+    assert (finish.tool, finish.observation) == ("finish", "done")
+    assert events.of("run_end") == [(result, None)]
+
+
+def test_run_end_reports_the_exception_a_run_raises() -> None:
+    events = RecordingEvents()
+    with pytest.raises(LLMError):
+        run([LLMError("provider down")], events=events)
+    (_, call), ((result, error),) = events.of("model_call_end")[0], events.of("run_end")
+    assert isinstance(call.error, LLMError) and call.response is None
+    assert result is None and error is call.error
 
 
 def test_thought_event_fires_only_with_content_or_reasoning() -> None:

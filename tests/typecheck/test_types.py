@@ -5,10 +5,20 @@ from __future__ import annotations
 from collections.abc import Coroutine
 from typing import Any, assert_type
 
-from sp4rk.agent import Budget, Executor, ExecutorResult
+from sp4rk.agent import (
+    Budget,
+    CompositeEvents,
+    Events,
+    Executor,
+    ExecutorResult,
+    ModelCallEnd,
+    ToolCallEnd,
+    ToolErrorType,
+)
 from sp4rk.llm import TokenUsage
 from sp4rk.llm.testing import ScriptedLLM, finish_response
 from sp4rk.memory import ContextWindow
+from sp4rk.otel import OpenTelemetryEvents
 from sp4rk.tools import FunctionTool, Registry, RunContext, ToolResult, tool
 
 
@@ -59,3 +69,26 @@ def test_a_budgeted_run_reports_usage_and_a_cost_that_may_be_unknown() -> None:
     assert_type(result.usage, TokenUsage)
     assert_type(result.cost_usd, float | None)
     assert result.cost_usd == 0.0  # the scripted reply reports no tokens
+
+
+class TokenMeter(Events):
+    """A sink typed against sp4rk's own callbacks."""
+
+    def __init__(self) -> None:
+        self.tokens = 0
+
+    def model_call_end(self, step_num: int, call: ModelCallEnd) -> None:
+        if call.response is not None:
+            self.tokens += call.response.usage.total_tokens
+
+    def tool_call_end(self, step_num: int, call_idx: int, call: ToolCallEnd) -> None:
+        assert_type(call.error_type, ToolErrorType | None)
+
+
+def test_sinks_compose_with_tracing() -> None:
+    meter = TokenMeter()
+    events = CompositeEvents(meter, OpenTelemetryEvents())
+    result = Executor(
+        ScriptedLLM([finish_response("ok")]), Registry([]), 2, events=events
+    ).run_sync([], ContextWindow())
+    assert result.finished and meter.tokens == 0

@@ -25,7 +25,16 @@ from sp4rk.agent.config import (
     default_tool_truncation_config,
 )
 from sp4rk.agent.debug import DumpCaller, LoggingLLMCaller, UsageTrackingCaller
-from sp4rk.agent.events import Events, NoopEvents, RecordingEvents
+from sp4rk.agent.events import (
+    CompositeEvents,
+    Events,
+    ModelCallEnd,
+    NoopEvents,
+    RecordingEvents,
+    RunStart,
+    ToolCallEnd,
+    ToolErrorType,
+)
 from sp4rk.agent.executor import Executor
 from sp4rk.agent.gates import Gates
 from sp4rk.agent.hitl import HITLHandler, HITLToolDecision, NoopHITLHandler, StepLimitResponse
@@ -87,6 +96,7 @@ __all__ = [
     "CircuitBreakerConfig",
     "CompactionResult",
     "CompactionStrategy",
+    "CompositeEvents",
     "ContextManager",
     "DumpCaller",
     "EditVerifyResult",
@@ -106,12 +116,14 @@ __all__ = [
     "ListTrajectoryStore",
     "LoggingLLMCaller",
     "MemoryAuditLog",
+    "ModelCallEnd",
     "NoopEvents",
     "NoopHITLHandler",
     "NudgeKind",
     "RecordingEvents",
     "RunContext",
     "RunJournal",
+    "RunStart",
     "RunState",
     "Step",
     "StepBudget",
@@ -122,6 +134,8 @@ __all__ = [
     "SubAgentTask",
     "TaintPolicy",
     "TaintState",
+    "ToolCallEnd",
+    "ToolErrorType",
     "ToolExecutor",
     "ToolResultBudget",
     "ToolResultCache",

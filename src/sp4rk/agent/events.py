@@ -2,20 +2,91 @@
 
 Events are best-effort observations: the executor calls each method synchronously, and an
 exception raised by one is logged and ignored, so a broken display never stops a run.
-Subclass :class:`Events` and override only what you need.
+Subclass :class:`Events` and override only what you need: the executor does not even call
+the methods a sink leaves alone. The first thirteen callbacks are the reference's; the rest
+(the run's start and end, each model call, each tool call's record and approvals) are
+sp4rk's own, added as no-ops so that every existing sink keeps working.
 """
 
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING, Any
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from sp4rk.agent.audit import AuditEntry
     from sp4rk.agent.budget import BudgetReport
+    from sp4rk.agent.types import ExecutorResult
+    from sp4rk.llm.caller import LLMCaller
+    from sp4rk.llm.types import ChatRequest, ChatResponse
 
-#: Events added after the first contract: a sink that does not subclass ``Events`` may lack
-#: them (it then simply does not receive them).
-ADDED_EVENTS = frozenset({"usage_update"})
+_log = logging.getLogger("sp4rk.agent")
+
+#: Why a tool call ended in error: the tool failed, its arguments did not parse, the human
+#: rejected it, nobody approved a call that needed it, it repeated an identical call, or its
+#: response was cut at the output limit (so it never ran).
+ToolErrorType = Literal[
+    "tool_error", "parse_error", "rejected", "not_approved", "repeated_call", "response_truncated"
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunStart:
+    """What a run starts with (``Events.run_start``)."""
+
+    llm: LLMCaller
+    """The model caller of the run (wrapped in a ``DumpCaller`` when the context dumps)."""
+    redact: Callable[[str], str]
+    """The credential masking dumps use: pass any text you export through it."""
+    first_step: int
+    """The number of the run's first step (above 1 for a resumed run)."""
+    max_steps: int
+    resumed: bool
+    """The run continues a checkpoint."""
+    step_id: str = ""
+    """``RunContext.step_id``: the task's id when the run is a sub-agent's."""
+    plan_step_id: str = ""
+    """The plan step the executor works on (``Executor.set_plan_context``)."""
+    task: str = ""
+    """``RunContext.task_description`` (content: a sub-agent's task)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelCallEnd:
+    """One model call of a step, retries after a context overflow included."""
+
+    request: ChatRequest | None
+    """The last request sent (``None`` when the call failed before one was built)."""
+    response: ChatResponse | None
+    """The answer, or ``None`` when the call failed."""
+    error: BaseException | None
+    attempts: int
+    """Requests sent: more than one when the context was compacted after an overflow."""
+    duration: float
+    """Seconds, from the first request to the answer (compactions included)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallEnd:
+    """How one tool call ended (``Events.tool_call_end``), whether it ran or not."""
+
+    tool: str
+    call_id: str
+    arguments: str
+    """The arguments that ran (a human may have changed them), as JSON text."""
+    observation: str
+    """What the model sees: the processed result, or why the call did not run."""
+    is_error: bool
+    error_type: ToolErrorType | None = None
+    approved: bool = False
+    """The human-in-the-loop handler allowed the call before it ran."""
+    truncated: bool = False
+    """The result was cut to fit (the full result stays in the result cache, if any)."""
+    cached: bool = False
+    """The call read an earlier result back from the result cache (``tool_result_read``)."""
 
 
 class Events:
@@ -66,6 +137,38 @@ class Events:
     def executor_diagnostic(self, step_num: int, event: str, details: dict[str, Any]) -> None:
         """A named diagnostic: nudges, breaker trips, gate decisions, compaction retries."""
 
+    def run_start(self, run: RunStart) -> None:
+        """``Executor.run`` begins.
+
+        The run's events fire in the task that awaits ``run``, or in the tasks it starts for
+        concurrent tool calls (which inherit its context variables), never in another run's.
+        """
+
+    def run_end(self, result: ExecutorResult | None, error: BaseException | None) -> None:
+        """``Executor.run`` returns ``result``, or raises ``error`` (cancellation included)."""
+
+    def model_call_start(self, step_num: int) -> None:
+        """The step's model call begins."""
+
+    def model_call_end(self, step_num: int, call: ModelCallEnd) -> None:
+        """The step's model call answered or failed."""
+
+    def tool_execute_start(self, step_num: int, call_idx: int) -> None:
+        """An approved call starts running, in the task that runs it.
+
+        Calls of one response that run concurrently each run in a task of their own, so a
+        context variable set here holds for that call's tool until ``tool_execute_end``.
+        """
+
+    def tool_execute_end(self, step_num: int, call_idx: int) -> None:
+        """The tool returned (or raised, or was cancelled)."""
+
+    def tool_call_end(self, step_num: int, call_idx: int, call: ToolCallEnd) -> None:
+        """A call's full record, right after its ``tool_result``."""
+
+    def approval(self, step_num: int, call_idx: int, entry: AuditEntry) -> None:
+        """An approval decision on a call that needed one (what goes to the audit log)."""
+
     def usage_update(self, step_num: int, report: BudgetReport) -> None:
         """A model call was counted: what the run has spent so far, and its limits.
 
@@ -74,6 +177,14 @@ class Events:
 
 
 NoopEvents = Events
+
+#: Every callback, in order: the reference's thirteen, then sp4rk's own.
+EVENT_NAMES: tuple[str, ...] = tuple(
+    name for name, value in vars(Events).items() if not name.startswith("_") and callable(value)
+)
+_BASE = {name: vars(Events)[name] for name in EVENT_NAMES}
+#: Callbacks a sink that does not subclass ``Events`` may lack (added after sp4rk 0.1).
+_OPTIONAL = frozenset(EVENT_NAMES[EVENT_NAMES.index("run_start") :])
 
 
 class RecordingEvents(Events):
@@ -94,47 +205,71 @@ class RecordingEvents(Events):
         """Details of every diagnostic (named ``event``, if given)."""
         return [a[2] for a in self.of("executor_diagnostic") if event is None or a[1] == event]
 
-    def step_start(self, *args: Any) -> None:  # noqa: D102
-        self.records.append(("step_start", args))
 
-    def thought(self, *args: Any) -> None:  # noqa: D102
-        self.records.append(("thought", args))
+class CompositeEvents(Events):
+    """Sends one run's events to several sinks (a live view and tracing, say), in order.
 
-    def tool_call(self, *args: Any) -> None:  # noqa: D102
-        self.records.append(("tool_call", args))
+    A sink that raises is logged and skipped: the other sinks still get the event, and the
+    run goes on. Each sink is called only for the callbacks it overrides.
 
-    def tool_result(self, *args: Any) -> None:  # noqa: D102
-        self.records.append(("tool_result", args))
+    Raises:
+        TypeError: a sink whose methods the executor could not call (see ``check_events``).
+    """
 
-    def step_complete(self, *args: Any) -> None:  # noqa: D102
-        self.records.append(("step_complete", args))
+    def __init__(self, *events: Events) -> None:
+        for sink in events:
+            check_events(sink)
+        self.events = events
+        self._handlers = {
+            name: tuple(getattr(sink, name) for sink in events if name in listened(sink))
+            for name in EVENT_NAMES
+        }
+        self.listening = frozenset(name for name, fns in self._handlers.items() if fns)
+        """The callbacks at least one sink overrides."""
 
-    def sub_agent_launch(self, *args: Any) -> None:  # noqa: D102
-        self.records.append(("sub_agent_launch", args))
+    def _fan_out(self, name: str, args: tuple[Any, ...]) -> None:
+        for handler in self._handlers[name]:
+            try:
+                handler(*args)
+            except Exception:
+                _log.exception("event sink %r raised in %s; ignoring", handler.__self__, name)
 
-    def sub_agent_complete(self, *args: Any) -> None:  # noqa: D102
-        self.records.append(("sub_agent_complete", args))
 
-    def assistant_chunk(self, *args: Any) -> None:  # noqa: D102
-        self.records.append(("assistant_chunk", args))
+def listened(events: object) -> frozenset[str]:
+    """The callbacks ``events`` overrides; the executor skips the others without a call."""
+    if isinstance(events, CompositeEvents):
+        return events.listening
+    cls = type(events)
+    return frozenset(
+        name for name in EVENT_NAMES if getattr(cls, name, _BASE[name]) is not _BASE[name]
+    )
 
-    def assistant_done(self, *args: Any) -> None:  # noqa: D102
-        self.records.append(("assistant_done", args))
 
-    def context_fill(self, *args: Any) -> None:  # noqa: D102
-        self.records.append(("context_fill", args))
+def _recorder(name: str) -> Callable[..., None]:
+    def record(self: RecordingEvents, *args: Any) -> None:
+        self.records.append((name, args))
 
-    def context_compaction(self, *args: Any) -> None:  # noqa: D102
-        self.records.append(("context_compaction", args))
+    return record
 
-    def finishing(self, *args: Any) -> None:  # noqa: D102
-        self.records.append(("finishing", args))
 
-    def executor_diagnostic(self, *args: Any) -> None:  # noqa: D102
-        self.records.append(("executor_diagnostic", args))
+def _forwarder(name: str) -> Callable[..., None]:
+    def forward(self: CompositeEvents, *args: Any) -> None:
+        self._fan_out(name, args)
 
-    def usage_update(self, *args: Any) -> None:  # noqa: D102
-        self.records.append(("usage_update", args))
+    return forward
+
+
+def _define(cls: type[Events], make: Callable[[str], Callable[..., None]]) -> None:
+    """Give ``cls`` one method per callback, made by ``make(name)``."""
+    for name in EVENT_NAMES:
+        method = make(name)
+        method.__name__, method.__qualname__ = name, f"{cls.__name__}.{name}"
+        method.__doc__ = _BASE[name].__doc__
+        setattr(cls, name, method)
+
+
+_define(RecordingEvents, _recorder)
+_define(CompositeEvents, _forwarder)
 
 
 def check_events(events: object) -> None:
@@ -146,12 +281,10 @@ def check_events(events: object) -> None:
     Raises:
         TypeError: naming the method and how to fix it.
     """
-    for name, base in vars(Events).items():
-        if name.startswith("_") or not callable(base):
-            continue
+    for name, base in _BASE.items():
         method = getattr(events, name, None)
         if method is None:
-            if isinstance(events, Events) or name in ADDED_EVENTS:
+            if isinstance(events, Events) or name in _OPTIONAL:
                 continue
             raise TypeError(
                 f"{type(events).__name__} has no {name}(): subclass sp4rk.agent.Events and "

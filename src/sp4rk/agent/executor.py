@@ -308,9 +308,14 @@ class Executor:
         state = run.state
         run.restore_interjection()
         self._running = True
+        result: ExecutorResult | None = None
+        error: BaseException | None = None
         try:
-            return await run_loop(run)
-        except BaseException:
+            run.report_start()
+            result = await run_loop(run)
+            return result
+        except BaseException as exc:
+            error = exc
             run.trajectory.commit()  # calls that completed before the failure stay
             run.budget.flush_clock()
             run.save_interjection()
@@ -329,6 +334,8 @@ class Executor:
                 run.sync_trajectory()
             except Exception:  # never mask the run's own outcome or exception
                 run.log.exception("trajectory store failed on the final sync")
+            run.events.run_end(result, error)
+            error = None  # the exception's traceback holds this frame: no cycle through it
 
     def run_sync(
         self,

@@ -88,7 +88,7 @@ async def send_within_budget(
         run.latest_text = response.message.content
     model = response.model or request.model or run.model_hint
     run.budget.settle(hold, model, response.usage)
-    if run.events.wants("usage_update"):
+    if run.events.listens("usage_update"):
         run.events.usage_update(run.step, run.budget.report())
     return response
 

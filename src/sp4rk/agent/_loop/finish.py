@@ -107,5 +107,5 @@ async def _accept(
     # The finish step joins the trajectory but not the prompt history: the run is over.
     run.trajectory.close(reply.step(first=call_idx == 0, action=call))
     if call is not None:
-        run.events.tool_result(run.step, call_idx, len(answer), answer, False)
+        run.events.tool_done(run.step, call_idx, call, answer)
     return EndRun(answer, exit_reason, step_complete=True)

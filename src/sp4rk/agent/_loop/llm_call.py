@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from sp4rk.agent._loop.budget import reserve_call, send_within_budget
 from sp4rk.agent._loop.outcomes import EndRun
 from sp4rk.agent._loop.scope import RunScope
@@ -19,11 +21,44 @@ async def call_llm(run: RunScope) -> ChatResponse | EndRun:
 
     With a budget, each call is reserved first (``EndRun`` when a limit is reached and the
     human grants no more) and cut at the wall-clock deadline (then the next pre-flight asks).
+    The whole of it, retries included, is one model call for ``model_call_start``/``_end``.
 
     Raises:
         ContextWindowExceededError: when compaction freed nothing or a third overflow came.
         LLMError: any other provider failure, unchanged.
     """
+    run.events.model_call_start(run.step)
+    started = time.perf_counter()
+    sent: list[ChatRequest] = []
+    try:
+        response = await _call_with_retries(run, sent)
+    except BaseException as exc:
+        _report(run, sent, None, exc, started)
+        raise
+    if isinstance(response, ChatResponse):
+        _report(run, sent, response, None, started)
+    return response
+
+
+def _report(
+    run: RunScope,
+    sent: list[ChatRequest],
+    response: ChatResponse | None,
+    error: BaseException | None,
+    started: float,
+) -> None:
+    run.events.model_call_end(
+        run.step,
+        sent[-1] if sent else None,
+        response,
+        error,
+        attempts=len(sent),
+        duration=time.perf_counter() - started,
+    )
+
+
+async def _call_with_retries(run: RunScope, sent: list[ChatRequest]) -> ChatResponse | EndRun:
+    """The call itself; every request is appended to ``sent`` before it goes out."""
     compactions = 0
     if run.cw.check_fill().status == "reject":
         # A resumed checkpoint or a shrunk window: never send a prompt known not to fit.
@@ -42,6 +77,7 @@ async def call_llm(run: RunScope) -> ChatResponse | EndRun:
             call_purpose="executor",
             reasoning_effort=run.settings.reasoning_effort,
         )
+        sent.append(request)
         try:
             response = await send_within_budget(run, hold, request, _send(run, request))
         except ContextWindowExceededError as exc:

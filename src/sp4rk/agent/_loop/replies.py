@@ -76,7 +76,7 @@ async def handle_truncated_response(run: RunScope, response: ChatResponse) -> St
     last = len(calls) - 1
     for idx, call in enumerate(calls):
         observation = nudges.TRUNCATED_CALL_OBSERVATION.format(tool=call.name)
-        run.events.tool_result(run.step, idx, len(observation), observation, True)
+        run.events.tool_done(run.step, idx, call, observation, error="response_truncated")
         step = reply.step(first=idx == 0, action=call, observation=observation, is_error=True)
         if idx == last and nudge:
             step.user_nudge, step.nudge_kind = nudge, kind

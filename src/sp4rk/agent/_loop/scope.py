@@ -20,6 +20,7 @@ from sp4rk.agent._loop.settings import ExecutorSettings
 from sp4rk.agent._loop.toolbox import ToolBox
 from sp4rk.agent.account import BudgetAccount
 from sp4rk.agent.debug import DumpCaller
+from sp4rk.agent.events import RunStart
 from sp4rk.agent.gates import CHECKLIST_TOOL
 from sp4rk.agent.hitl import HITLHandler
 from sp4rk.agent.protocols import (
@@ -31,6 +32,7 @@ from sp4rk.agent.protocols import (
 )
 from sp4rk.agent.state import RunState
 from sp4rk.agent.types import ExecutorResult, ExitReason
+from sp4rk.llm.cassette import redactor_for
 from sp4rk.tools.base import ToolDescriptor
 from sp4rk.tools.context import RunContext
 
@@ -112,6 +114,23 @@ class RunScope:
     def step_limit(self) -> int:
         """The last step number the budget allows."""
         return self.state.step_budget.limit(self.settings.max_steps)
+
+    def report_start(self) -> None:
+        """Fire ``run_start`` (its record is built only for a sink that listens)."""
+        if not self.events.listens("run_start"):
+            return
+        self.events.run_start(
+            RunStart(
+                llm=self.llm,
+                redact=redactor_for(self.llm),
+                first_step=self.step,
+                max_steps=self.settings.max_steps,
+                resumed=self.state.iteration > 0 or bool(self.settings.resume_steps),
+                step_id=self.ctx.step_id,
+                plan_step_id=self.settings.plan_step_id,
+                task=self.ctx.task_description,
+            )
+        )
 
     def diag(self, event: str, **details: Any) -> None:
         """Fire ``executor_diagnostic`` and log it at DEBUG."""

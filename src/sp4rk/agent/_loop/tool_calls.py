@@ -37,6 +37,7 @@ from sp4rk.agent._loop.toolbox import RESULT_READ_TOOL
 from sp4rk.agent._loop.verification import flush_verification, note_call, verification_note
 from sp4rk.agent.audit import AuditEntry, Decision
 from sp4rk.agent.breakers import Breaker, CallResult, Verdict, call_key
+from sp4rk.agent.events import ToolErrorType
 from sp4rk.agent.hitl import HITLToolDecision
 from sp4rk.agent.taint import escalation
 from sp4rk.agent.types import ExitReason, NudgeKind, Step
@@ -199,16 +200,17 @@ async def _approve(
     else:
         decision = await _ask_human(run, name, raw, review, why)
         if decision is None:  # nobody approved a call that needs it: it does not run
-            await _audit(run, call, raw, "refused", None, why)
+            await _audit(run, call, idx, raw, "refused", None, why)
             observation = nudges.not_approved(name, why, injected=tainted)
-            return await _refuse(run, call, idx, last, reply, observation)
+            return await _refuse(run, call, idx, last, reply, observation, "not_approved")
     if not decision.allow:
-        await _audit(run, call, raw, "rejected", decision, why or "the human's own review")
+        await _audit(run, call, idx, raw, "rejected", decision, why or "the human's own review")
         reason = decision.reason or "rejected by user"
-        return await _refuse(run, call, idx, last, reply, f"[Tool call rejected: {reason}]")
+        observation = f"[Tool call rejected: {reason}]"
+        return await _refuse(run, call, idx, last, reply, observation, "rejected")
     ran = decision.modified_input or raw
     kind: Decision = "modified" if ran != raw else "approved"
-    await _audit(run, call, ran, kind, decision, why or "the human's own review")
+    await _audit(run, call, idx, ran, kind, decision, why or "the human's own review")
     return _Approved(call, idx, key, source, ran, approved=True)
 
 
@@ -234,12 +236,18 @@ def _taint_risk(run: RunScope, name: str, raw: str) -> str:
 
 
 async def _refuse(
-    run: RunScope, call: ToolCall, idx: int, last: bool, reply: Reply, observation: str
+    run: RunScope,
+    call: ToolCall,
+    idx: int,
+    last: bool,
+    reply: Reply,
+    observation: str,
+    error: ToolErrorType,
 ) -> _Deferred:
     """A call that does not run: its error observation (closing a pending verification)."""
     if last:
         observation = _join(observation, await verification_note(run))
-    run.events.tool_result(run.step, idx, len(observation), observation, True)
+    run.events.tool_done(run.step, idx, call, observation, error=error)
     step = reply.step(first=idx == 0, action=call, observation=observation, is_error=True)
     return _Deferred(step, REJECTED)
 
@@ -259,15 +267,16 @@ async def _ask_human(
 async def _audit(
     run: RunScope,
     call: ToolCall,
+    idx: int,
     arguments: str,
     decision: Decision,
     by: HITLToolDecision | None,
     reason: str,
 ) -> None:
-    """Append one approval decision to the audit log (if the host keeps one)."""
+    """Append one approval decision to the audit log (if the host keeps one) and report it."""
     log = run.settings.audit_log
     run.log.debug("approval %s for %s at step %d: %s", decision, call.name, run.step, reason)
-    if log is None:
+    if log is None and not run.events.listens("approval"):
         return
     entry = AuditEntry.now(
         step=run.step,
@@ -279,14 +288,20 @@ async def _audit(
         reason=reason,
         plan_step_id=run.settings.plan_step_id,
     )
-    await asyncio.to_thread(log.record, entry)  # a file log writes and syncs: off the loop
+    if log is not None:
+        await asyncio.to_thread(log.record, entry)  # a file log writes and syncs: off the loop
+    run.events.approval(run.step, idx, entry)
 
 
 async def _execute(run: RunScope, a: _Approved) -> ToolResult:
     if run.journal is not None:
         run.journal.on_call_start(run.step, a.call)
     ctx = run.tool_ctx.replace(tool_call_approved=True) if a.approved else run.tool_ctx
-    return await tool_within_deadline(run, run.tools.execute(ctx, a.call.name, a.exec_input))
+    run.events.tool_execute_start(run.step, a.idx)
+    try:
+        return await tool_within_deadline(run, run.tools.execute(ctx, a.call.name, a.exec_input))
+    finally:
+        run.events.tool_execute_end(run.step, a.idx)
 
 
 async def _complete(
@@ -321,7 +336,17 @@ async def _complete(
     if last and run.state.verify_pending:
         notes = _join(notes, await verification_note(run))
     observation = body + notes
-    run.events.tool_result(run.step, a.idx, len(observation), observation, is_error)
+    run.events.tool_done(
+        run.step,
+        a.idx,
+        a.call,
+        observation,
+        error=("parse_error" if seen.parse_error else "tool_error") if is_error else None,
+        arguments=a.exec_input,
+        approved=a.approved,
+        truncated=body != (content or "(no output)"),
+        cached=name == RESULT_READ_TOOL,
+    )
     step = reply.step(first=a.idx == 0, action=a.call, observation=observation, is_error=is_error)
     untrusted = run.tools.is_untrusted(name)
     step.is_untrusted = untrusted and not result.self_wrapped  # wrapped by the tool itself
@@ -349,11 +374,11 @@ async def _repeat_intercept(
     trip = breaker.trip(call.name)
     if verdict is Verdict.NUDGE:
         run.diag(trip.nudge_event, **trip.details)
-        run.events.tool_result(run.step, idx, len(trip.nudge), trip.nudge, True)
+        run.events.tool_done(run.step, idx, call, trip.nudge, error="repeated_call")
         step = reply.step(first=idx == 0, action=call, observation=trip.nudge, is_error=True)
         return _Deferred(step, BROKE_OFF)
     run.diag(trip.abort_event, **trip.details)
-    run.events.tool_result(run.step, idx, len(trip.abort), trip.abort, True)
+    run.events.tool_done(run.step, idx, call, trip.abort, error="repeated_call")
     nudge = await ask_reprieve(run, breaker)
     if nudge is None:
         return await _end(run, trip.abort, trip.exit_reason)
