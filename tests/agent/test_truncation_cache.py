@@ -276,3 +276,28 @@ def test_content_backed_readers_are_snapshots_without_staleness(tmp_path: Path) 
     target.write_text("version two, longer")
     assert cache.check_coherence(result.steps[0].cache_hash)  # a snapshot never goes stale
     assert cache.get(result.steps[0].cache_hash) == "version one"
+
+
+def test_a_tools_own_notes_follow_its_untrusted_content_outside_the_wrapper() -> None:
+    @tool(untrusted=True)
+    def search(q: str) -> ToolResult:
+        """An untrusted search that says why it stopped."""
+        return ToolResult("match one\nmatch two", notes="[stopped early: narrow the pattern]")
+
+    seen: list[str] = []
+
+    def model(request: ChatRequest) -> ChatResponse:
+        if len(request.messages) == 1:
+            return tool_calls_response(("search", {"q": "x"}))
+        seen.append(request.messages[-1].content)
+        return finish_response("done")
+
+    tools = Registry([search])
+    result = Executor(FunctionLLM(model), tools, 5).run_sync(
+        tools.list(), ContextWindow(task="search")
+    )
+    note = "[stopped early: narrow the pattern]"
+    assert result.steps[0].observation == f"match one\nmatch two\n{note}"
+    wrapped, _, after = seen[0].partition("</untrusted-content>")
+    assert "match two" in wrapped and "stopped early" not in wrapped
+    assert after == "\n[stopped early: narrow the pattern]"

@@ -59,8 +59,8 @@ async def test_a_glob_past_its_time_limit_is_a_clear_error(
     monkeypatch.setattr(search_module, "GLOB_TIMEOUT", 0.0)
     result = await call(by_name(builtin_tools(tmp_path))["glob"], pattern="**/*")
     assert result.is_error
-    assert "glob stopped after 0s before the walk was complete" in result.content
-    assert "Search a smaller directory" in result.content
+    assert "glob stopped after 0s before the walk was complete" in result.notes
+    assert "Search a smaller directory" in result.notes
 
 
 async def test_cancelling_a_glob_stops_its_walk(

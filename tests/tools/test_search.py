@@ -103,9 +103,8 @@ async def test_glob_stops_at_its_result_cap(ws: Path, monkeypatch: pytest.Monkey
     monkeypatch.setattr(search_module, "walk_tree", recording_walk)
     tool = by_name(builtin_tools(ws))["glob"]
     result = await call(tool, pattern="many*.txt")
-    lines = result.content.splitlines()
-    assert len(lines) == 6
-    assert lines[-1] == "[stopped at 5 matches; more may exist. Narrow the pattern or the path]"
+    assert len(result.content.splitlines()) == 5
+    assert result.notes == "[stopped at 5 matches; more may exist. Narrow the pattern or the path]"
     assert walked == [""]  # the walk ended where the cap was reached
 
 
@@ -138,12 +137,12 @@ async def test_a_very_deep_tree_is_walked_as_far_as_possible(deep_ws: Path) -> N
     tools = by_name(builtin_tools(deep_ws))
     found = await call(tools["glob"], pattern="**/a", type="dirs")
     assert not found.is_error, found.content
-    lines = found.content.splitlines()
-    assert lines[-1] == (
+    assert found.notes == (
         "[stopped: the directory tree is nested too deeply to walk further; search a deeper path]"
     )
     # The same on every Python: MAX_TREE_DEPTH levels walked, the next one's names listed.
-    assert lines[:-1] == ["deep" + "/a" * n for n in range(1, MAX_TREE_DEPTH + 1)] + ["zz/a"]
+    walked = ["deep" + "/a" * n for n in range(1, MAX_TREE_DEPTH + 1)]
+    assert found.content.splitlines() == [*walked, "zz/a"]
     delete = await call(tools["delete_file"], path="deep", recursive=True)
     assert delete.content.startswith("'deep' is nested too deeply to delete here")
     assert (deep_ws / "deep" / "a" / "a").is_dir()  # nothing was deleted
@@ -207,12 +206,12 @@ async def test_ripgrep_formats_matches_with_columns(tools: dict[str, Tool]) -> N
     joined = result.content
     for hidden in ("vendor", "debug.log", "gen/out.py", ".hidden", ".git/", "build/", "bin.dat"):
         assert hidden not in joined
-    assert lines[-1] == "Found 3 matches in 3 files"
+    assert result.notes == "Found 3 matches in 3 files"
 
 
 async def test_ripgrep_options(tools: dict[str, Tool]) -> None:
     folded = await call(tools["ripgrep"], pattern="hello", ignore_case=True, file_pattern="*.py")
-    assert folded.content.splitlines()[-1] == "Found 3 matches in 2 files"
+    assert folded.notes == "Found 3 matches in 2 files"
     hidden = await call(tools["ripgrep"], pattern="hidden", include_hidden=True)
     assert ".hidden/secret.py:1:7: hello hidden" in hidden.content
     assert ".git/config" not in hidden.content
@@ -228,7 +227,7 @@ async def test_ripgrep_caps_matches(ws: Path, tools: dict[str, Tool]) -> None:
     result = await call(tools["ripgrep"], pattern="match", max_results=10)
     lines = result.content.splitlines()
     assert sum(1 for line in lines if line.startswith("many.txt:")) == 10
-    assert lines[-1] == (
+    assert result.notes == (
         "Found 10 matches in 1 files (stopped at 10 of 50+ matches; raise max_results or "
         "narrow the search)"
     )

@@ -41,6 +41,10 @@ class ToolResult(_Serializable):
     own text (a parse error, an MCP restart notice, a hint how to read on). The result must
     then not be wrapped whole, so that those instructions stay outside every
     ``<untrusted-content>`` boundary, even when the tool's output counts as untrusted."""
+    notes: str = field(default="", kw_only=True)
+    """The tool's own words about ``content`` (why a search stopped, how to narrow it). They
+    follow the content in the observation but stay outside any ``<untrusted-content>``
+    wrapper, so a model that distrusts the content still reads them as instructions."""
 
 
 @dataclass(slots=True, frozen=True)

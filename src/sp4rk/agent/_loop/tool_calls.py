@@ -328,6 +328,8 @@ async def _complete(
     body, notes, cache_hash = process_tool_result(
         run, name, a.exec_input, content, content or "(no output)", a.source, digest
     )
+    if result.notes:
+        notes = "\n" + valid_text(result.notes) + notes
     if verdict is Verdict.NUDGE and breaker is run.state.breakers.parse_error:
         run.diag("parse_error_nudge", tool=name, consecutive_parse_errors=breaker.count)
         notes += "\n\n" + nudges.parse_error_note(breaker.count, content, a.exec_input)

@@ -198,7 +198,7 @@ def search_tools(fs: Confinement, *, rg_path: str | None = None) -> list[Tool]:
         context_lines: int = 0,
         include_hidden: bool = False,
         max_results: int = DEFAULT_MAX_MATCHES,
-    ) -> str:
+    ) -> ToolResult:
         """Search file contents with a regular expression (ripgrep syntax).
 
         Matches print as "path:line:column: text"; context lines as "  line- text".
@@ -301,15 +301,13 @@ def _glob(base: Target, matcher: Glob, kind: str, stop: threading.Event) -> Tool
             found = f"; the {len(matches)} matches found so far are listed" if matches else ""
             text = "\n".join(sorted(matches))
             return ToolResult(
-                (text + "\n" if text else "")
-                + f"[glob stopped after {GLOB_TIMEOUT:g}s before the walk was complete{found}. "
-                "Search a smaller directory (path) or use a more specific pattern.]",
+                text or "no matching files found before the walk was cut",
                 is_error=True,
+                notes=f"[glob stopped after {GLOB_TIMEOUT:g}s before the walk was complete"
+                f"{found}. Search a smaller directory (path) or use a more specific pattern.]",
             )
-    if not matches:
-        return ToolResult(note or "no matching files found")
     matches.sort()
-    return ToolResult("\n".join([*matches, note] if note else matches))
+    return ToolResult("\n".join(matches) or "no matching files found", notes=note)
 
 
 def _walk_matches(
@@ -462,21 +460,21 @@ class _RgReport:
         elif self.matches < self.limit:
             self.lines.append(f"  {number}- {text}")
 
-    def render(self, notes: list[str]) -> str:
+    def render(self, notes: list[str]) -> ToolResult:
+        """The matches as content; the summary and why the search stopped as notes."""
         if not self.lines:
-            return "\n".join(["no matches found", *notes])
+            return ToolResult("no matches found", notes="\n".join(notes))
         shown = min(self.matches, self.limit)
-        parts = ["\n".join(self.lines), ""]
         summary = f"Found {shown} matches in {len(self.files)} files"
         if self.matches > self.limit:
             summary += (
                 f" (stopped at {self.limit} of {self.matches}+ matches; raise max_results or "
                 "narrow the search)"
             )
-        parts.append(summary)
+        parts = [summary]
         if self.long_line:
             parts.append(f"[long lines were cut at {MAX_MATCH_CHARS} characters]")
-        return "\n".join(parts + notes)
+        return ToolResult("\n".join(self.lines), notes="\n".join(parts + notes))
 
 
 def rg_text(value: Any) -> str:
