@@ -28,6 +28,7 @@ from sp4rk.agent import (
     load_checkpoint,
     save_checkpoint,
 )
+from sp4rk.agent._legacy import iterations_in
 from sp4rk.agent._loop import nudges
 from sp4rk.agent.checkpoint import checkpoint_from_dict
 from sp4rk.llm import ChatRequest, ChatResponse, ToolCall
@@ -126,13 +127,13 @@ def test_v1_checkpoints_of_the_last_release_resume_identically() -> None:
         ], boundary
 
 
-def test_v1_breaker_checkpoints_resume_and_keep_a_grant_found_in_its_place() -> None:
+def test_v1_breaker_checkpoints_resume_and_ask_again_for_a_recorded_grant() -> None:
     # The breakers' thresholds changed since 0.1 (repeat aborts at 4), so these trajectories
-    # cannot match a new unpaused run; what must hold is that resuming works and that the
-    # grant the executor recorded at the step limit (its position proves it is the
-    # executor's) is kept: the human is not asked again.
+    # cannot match a new unpaused run; what must hold is that resuming works, and that a grant
+    # recorded in a schema-1 checkpoint is not read back from its text (a user's message could
+    # say the same in the same place): the human is asked again at the limit.
     for boundary, checkpoint in v1_fixtures("breakers").items():
-        granted = any(s.user_nudge.startswith("The user granted") for s in checkpoint)
+        responses = iterations_in(checkpoint)
         tools = echo_tools()
         window = ContextWindow(task="t")
         window.seed_steps(checkpoint)
@@ -147,8 +148,8 @@ def test_v1_breaker_checkpoints_resume_and_keep_a_grant_found_in_its_place() -> 
         )
         result = executor.run_sync(tools.list(), window)
         assert result.finished and result.steps[: len(checkpoint)] == list(checkpoint), boundary
-        if granted:
-            assert hitl.budget_questions == 0, boundary
+        if responses >= 14:
+            assert hitl.budget_questions == 1, boundary
 
 
 def test_steps_saved_without_their_state_resume_identically_at_every_boundary() -> None:
@@ -176,9 +177,13 @@ def test_steps_saved_without_their_state_resume_identically_at_every_boundary() 
         window = ContextWindow(task="t")
         window.seed_steps(steps)
         resumed = build(resume_steps=steps).run_sync(tools.list(), window)
-        assert [kindless(s) for s in resumed.steps] == [kindless(s) for s in baseline.steps], (
-            boundary
-        )
+        expected = [kindless(s) for s in baseline.steps]
+        if any(s.nudge_kind is NudgeKind.BUDGET_GRANTED for s in steps):
+            # A grant is never read back from a schema-1 trajectory: the human is asked
+            # again at once, and the same answer adds one grant message at the pause.
+            grant = next(s for s in baseline.steps if s.nudge_kind is NudgeKind.BUDGET_GRANTED)
+            expected.insert(len(steps), kindless(grant))
+        assert [kindless(s) for s in resumed.steps] == expected, boundary
 
 
 def test_v1_replay_restores_breaker_counts_and_switched_off_aborts() -> None:
@@ -324,6 +329,35 @@ def test_v1_live_message_with_grant_wording_grants_nothing() -> None:
     result = Executor(llm, tools, 3, resume_steps=seed).run_sync(tools.list(), window)
     assert result.exit_reason is ExitReason.STEP_LIMIT
     assert len(llm.requests) == 2  # 3 - 1 resumed iteration; no grant read from the text
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Please hurry up, thanks",
+        nudges.budget_extended(None) + " please hurry",
+        nudges.budget_extended(50),  # the executor's exact words, where a grant would stand
+    ],
+)
+def test_v1_message_where_a_grant_would_stand_grants_nothing(message: str) -> None:
+    # Two responses (the resumed limit), a live message, a third response, paused.
+    def call(q: str) -> ToolCall:
+        return tool_calls_response(("search", {"q": q})).message.tool_calls[0]
+
+    seed = [
+        Step(action=call("a"), observation="r1", response_group=1),
+        Step(action=call("b"), observation="r2", response_group=2),
+        Step(user_nudge=message),
+        Step(action=call("c"), observation="r3", response_group=3),
+    ]
+    tools = echo_tools()
+    llm = ScriptedLLM([tool_calls_response(("search", {"q": str(i)})) for i in range(60)])
+    window = ContextWindow()
+    window.seed_steps(seed)
+    result = Executor(llm, tools, 2, resume_steps=seed).run_sync(tools.list(), window)
+    assert result.exit_reason is ExitReason.STEP_LIMIT
+    assert llm.requests == []
+    assert result.state is not None and result.state.step_budget.granted == 0
 
 
 # --- typed nudges and state parts ------------------------------------------------------------

@@ -5,10 +5,10 @@ nudge wording back. It replays the trajectory in order: breaker counts from the 
 calls, one-shot nudges and gate rejections from the steps the executor made out of model
 responses, the taint from untrusted external results. A nudge-only step (which a user's live
 message also is) counts only in the place the executor puts its own: the wrap-up and
-checklist nudges right after a response, the step-limit grant first at a boundary where the
-budget was used up. A message elsewhere is read as a message, whatever its wording, so it
-cannot grant anything. A pre-compaction warning quoted by a tool's output only suppresses
-that warning. Save the checkpoint again (schema 2) to keep the full state.
+checklist nudges right after a response. Step-limit grants are never read back: a user's
+message can stand exactly where a grant would, with the same words, so the resumed run asks
+the human again when it reaches its limit. A pre-compaction warning quoted by a tool's output
+only suppresses that warning. Save the checkpoint again (schema 2) to keep the full state.
 """
 
 from __future__ import annotations
@@ -33,8 +33,6 @@ _REPRIEVE = re.compile(
     r"^The (?:user switched off the )?(repeat|truncation|parse error|fruitless|same tool) "
     r"safeguard(?P<off> for this run)?"
 )
-_GRANTED = re.compile(r"^The user granted (exactly one|\d+) more step")
-_LIFTED = "The user lifted the step limit"
 _REJECTED = nudges.FINISH_REJECTED.format(reason="")
 _TOOL_REJECTED = "[Tool call rejected"
 _CUT = nudges.TRUNCATED_CALL_OBSERVATION.split("{tool}")[0]
@@ -62,10 +60,10 @@ def state_from_steps(
 ) -> RunState:
     """The state a schema-1 checkpoint implies, as far as it can be known safely.
 
-    Nudge-only steps are told apart by where they stand, never by wording alone: after a
-    model response come the executor's post-step nudges (wrap-up, checklist staleness),
-    then at the next boundary the step-limit grant (only where the budget was used up), then
-    live messages. A grant is read only in its own position, so a message cannot forge it.
+    Nudge-only steps are told apart by where they stand, never by wording alone: right after
+    a model response come the executor's post-step nudges (wrap-up, checklist staleness);
+    anything later is a grant or a live message, which cannot be told apart, so neither
+    changes the state (the step budget starts again from ``max_steps``).
     """
     state = RunState(
         iteration=iterations_in(steps),
@@ -90,7 +88,7 @@ class _Replay:
         self.state, self.traits, self.cfg, self.max_steps = state, traits, cfg, max_steps
         self.responses = 0
         self.group = -1
-        self.phase = "start"  # then "post" after a response, "boundary", "messages"
+        self.phase = "start"  # then "post" right after a response, "messages" after that
         self.truncated_group = -1
 
     def step(self, step: Step) -> None:
@@ -122,34 +120,16 @@ class _Replay:
         _restore_reprieve(state, step.user_nudge)
 
     def _nudge_only(self, nudge: str) -> None:
-        state, budget = self.state, self.state.step_budget
-        limit = budget.limit(self.max_steps)
+        state = self.state
         if self.phase == "post":
+            limit = state.step_budget.limit(self.max_steps)
             if _WRAP_UP.match(nudge) and self.responses >= limit - WRAP_UP_MARGIN:
                 state.nudges.wrap_up_given = True
                 return
             if _STALE.match(nudge):
                 state.gates.checklist.stale_nudges += 1
                 return
-            self.phase = "boundary"
-        if self.phase in ("start", "boundary"):
-            self.phase = "messages"
-            if not budget.unlimited and self.responses >= limit and _grant(state, nudge):
-                return
-        # a live message: nothing is read from it
-
-
-def _grant(state: RunState, nudge: str) -> bool:
-    """Apply the step-limit grant this nudge (in the grant's position) records."""
-    budget = state.step_budget
-    if nudge.startswith(_LIFTED):
-        budget.unlimited = True
-        return True
-    match = _GRANTED.match(nudge)
-    if match is None:
-        return False
-    budget.granted += 1 if match.group(1) == "exactly one" else int(match.group(1))
-    return True
+        self.phase = "messages"  # a grant or a live message: nothing is read from it
 
 
 def _from_model(step: Step) -> bool:
