@@ -8,7 +8,14 @@ from typing import Any
 
 import pytest
 
-from sp4rk.agent import Executor, HITLHandler, HITLToolDecision, Step, ToolResultCache
+from sp4rk.agent import (
+    Executor,
+    HITLHandler,
+    HITLToolDecision,
+    Step,
+    TaintPolicy,
+    ToolResultCache,
+)
 from sp4rk.llm.testing import ScriptedLLM, finish_response, tool_calls_response
 from sp4rk.memory import ContextWindow
 from sp4rk.tools import Registry, RunContext, ToolPolicy
@@ -230,6 +237,9 @@ async def test_mcp_tools_in_a_run_are_untrusted_and_cached_with_the_ttl(tmp_path
             )
             cache = ToolResultCache(mcp_ttl=123.0)
             executor = unchecked(Executor(llm, registry, 10))
+            # The demo server's tools carry no annotations: after the first MCP result, taint
+            # would ask a human before each (tests/agent/test_taint.py covers that).
+            executor.set_taint_policy(TaintPolicy(trusted_tools=frozenset({"add", "hang"})))
             executor.set_tool_cache(cache)
             result = await executor.run(
                 registry.list(), ContextWindow(task="add"), RunContext(workspace=tmp_path)

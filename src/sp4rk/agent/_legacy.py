@@ -108,7 +108,7 @@ class _Replay:
             return
         name = step.tool_name
         state.gates.observe(step, self.traits(name))
-        if step.is_untrusted and self.traits(name).external:
+        if step.is_untrusted and not self.traits(name).reads_workspace:
             state.taint.observe(name, self.responses)  # restricts only: safe to restore
         if step.observation.startswith(_CUT):
             if step.response_group != self.truncated_group:

@@ -26,8 +26,9 @@ class TaintPolicy:
     Attributes:
         enabled: escalate risky calls after untrusted content.
         workspace_is_trusted: the workspace holds your own files, so reading them (and the
-            output of commands run there) taints nothing; only results from outside it (the
-            web, MCP servers) do. Set ``False`` when the workspace holds content you did not
+            output of commands run there: tools that declare ``reads_workspace``) taints
+            nothing; results from outside it (the web, MCP servers, an extra root, any other
+            untrusted tool) do. Set ``False`` when the workspace holds content you did not
             write, such as a cloned repository.
         trusted_tools: tools whose output never taints the run.
         scratch_dirs: directories writes may go to without approval after taint (relative
@@ -50,11 +51,17 @@ class TaintPolicy:
         object.__setattr__(self, "trusted_tools", frozenset(self.trusted_tools))
         object.__setattr__(self, "scratch_dirs", tuple(Path(d) for d in self.scratch_dirs))
 
-    def taints(self, tool: str, traits: ToolTraits, untrusted: bool) -> bool:
-        """Whether an untrusted result of ``tool`` taints the run."""
+    def taints(
+        self, tool: str, traits: ToolTraits, untrusted: bool, *, outside_workspace: bool = False
+    ) -> bool:
+        """Whether an untrusted result of ``tool`` taints the run.
+
+        Only a workspace reader's results from inside a trusted workspace are exempt.
+        """
         if not untrusted or tool in self.trusted_tools:
             return False
-        return traits.external or not self.workspace_is_trusted
+        from_workspace = traits.reads_workspace and not outside_workspace
+        return not (from_workspace and self.workspace_is_trusted)
 
 
 @dataclass(slots=True, kw_only=True)

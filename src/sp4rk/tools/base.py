@@ -41,6 +41,9 @@ class ToolResult(_Serializable):
     own text (a parse error, an MCP restart notice, a hint how to read on). The result must
     then not be wrapped whole, so that those instructions stay outside every
     ``<untrusted-content>`` boundary, even when the tool's output counts as untrusted."""
+    outside_workspace: bool = field(default=False, kw_only=True)
+    """The content came from outside the workspace (an extra root): it taints the run even
+    from a tool that ``reads_workspace``."""
     notes: str = field(default="", kw_only=True)
     """The tool's own words about ``content`` (why a search stopped, how to narrow it). They
     follow the content in the observation but stay outside any ``<untrusted-content>``
@@ -78,6 +81,16 @@ class ToolTraits(_Serializable):
     network: bool = False
     """It reaches other machines with arguments the model chose (a URL, a message): after
     untrusted content a call could carry data out."""
+    reads_workspace: bool = False
+    """Its results come from the workspace (files, commands run there). With a trusted
+    workspace (``TaintPolicy.workspace_is_trusted``) its untrusted results taint nothing,
+    unless a result says it came from outside (``ToolResult.outside_workspace``). Other
+    untrusted tools taint the run."""
+    internal: bool = False
+    """It acts only on the run's own memory (the checklist, stored facts), never on files or
+    other systems: taint-aware approvals never ask about it. A tool that declares none of
+    ``read_only``, ``mutating``, ``network`` or ``internal`` may do anything, so after
+    untrusted content its calls need approval."""
 
 
 @dataclass(slots=True)
@@ -206,6 +219,18 @@ def traits_of(tool: object) -> ToolTraits:
     """A tool's declared traits (``tool.traits``), or the defaults when it declares none."""
     traits = getattr(tool, "traits", None)
     return traits if isinstance(traits, ToolTraits) else ToolTraits()
+
+
+def undeclared_risk(traits: ToolTraits) -> str:
+    """What a tool that says nothing of its effects could do after untrusted content.
+
+    A tool that declares what it does (read-only, mutating, network, internal) is judged by
+    that; one that declares nothing may have any side effect (an MCP tool without
+    annotations is destructive by the protocol's defaults), so it needs approval.
+    """
+    if traits.read_only or traits.mutating or traits.network or traits.internal:
+        return ""
+    return "it may act on other systems (the tool does not declare itself read-only)"
 
 
 @runtime_checkable

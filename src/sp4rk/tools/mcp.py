@@ -632,11 +632,14 @@ def _traits_from_annotations(annotations: Mapping[str, Any]) -> tuple[ToolTraits
     """Traits from a tool's MCP annotations, and whether the server calls it destructive.
 
     Every MCP tool's output comes from outside the workspace (``external``). Only explicit
-    hints count beyond that (the protocol's defaults would make every unannotated tool
-    destructive): ``readOnlyHint`` makes a tool read-only (it may run in parallel);
+    hints count beyond that, so an unannotated tool is not confirmed before every call;
+    but it declares nothing, so after untrusted content it needs approval like any tool that
+    may do anything (the protocol's defaults: destructive, open world). ``readOnlyHint``
+    makes a tool read-only (it may run in parallel, and taint never escalates it);
     ``destructiveHint`` makes it mutating and, by default, subject to confirmation;
-    ``openWorldHint`` says it reaches other systems (``network``). Annotations are hints from
-    the server, so they never relax anything the host set.
+    ``openWorldHint`` says it reaches other systems (``network``). ``idempotentHint`` changes
+    nothing: repeating an identical call is still a loop to the repeat breaker. Annotations
+    are hints from the server, so they never relax anything the host set.
     """
     read_only = annotations.get("readOnlyHint") is True
     destructive = not read_only and annotations.get("destructiveHint") is True

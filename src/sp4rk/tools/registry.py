@@ -22,6 +22,7 @@ from sp4rk.tools.base import (
     own_error,
     parse_error_result,
     traits_of,
+    undeclared_risk,
 )
 from sp4rk.tools.context import RunContext
 from sp4rk.tools.tool_input import checked_input
@@ -163,9 +164,11 @@ class Registry:
         (see :class:`~sp4rk.tools.base.RiskJudge`: the shell's rule set).
         """
         entry = self._entries.get(name)
-        if entry is None or entry.risk_judge is None:
+        if entry is None:
             return ""
-        return entry.risk_judge.risk(ctx, input)
+        if entry.risk_judge is not None:
+            return entry.risk_judge.risk(ctx, input)
+        return undeclared_risk(traits_of(entry.tool))
 
     def get(self, name: str) -> Tool | None:
         """The tool called ``name``, or ``None``."""

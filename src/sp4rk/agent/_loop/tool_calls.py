@@ -311,6 +311,7 @@ async def _complete(
     name = a.call.name
     traits = run.tools.traits(name)
     content, is_error = valid_text(result.content), result.is_error
+    untrusted = run.tools.is_untrusted(name)
     digest = compute_tool_result_hash(name, content)
     seen = CallResult(
         tool=name,
@@ -318,7 +319,10 @@ async def _complete(
         content=content,
         is_error=is_error,
         retryable=is_error and result.retryable,
-        parse_error=is_error and (result.parse_error or content.startswith(PARSE_ERROR_PREFIX)),
+        # An untrusted tool's text is never read as sp4rk's own parse error (it is quoted
+        # outside the wrapper, and it would count toward the parse-error breaker).
+        parse_error=is_error
+        and (result.parse_error or (not untrusted and content.startswith(PARSE_ERROR_PREFIX))),
         traits=traits,
         digest=digest,
     )
@@ -350,10 +354,10 @@ async def _complete(
         cached=name == RESULT_READ_TOOL,
     )
     step = reply.step(first=a.idx == 0, action=a.call, observation=observation, is_error=is_error)
-    untrusted = run.tools.is_untrusted(name)
     step.is_untrusted = untrusted and not result.self_wrapped  # wrapped by the tool itself
     step.cache_hash = cache_hash
-    if run.settings.taint_policy.taints(name, traits, untrusted):
+    policy = run.settings.taint_policy
+    if policy.taints(name, traits, untrusted, outside_workspace=result.outside_workspace):
         where = name if a.source in ("", "core") else f"MCP server {a.source!r} ({name})"
         run.state.taint.observe(where, run.step)
     extras = _pre_compaction_warning(run, observation) if last else ""

@@ -49,7 +49,9 @@ def parse_checklist(todo_list: str) -> tuple[list[ChecklistItem], list[str]]:
     return items, errors
 
 
-@tool(name="update_checklist", traits=ToolTraits(cacheable=False, brief_results=True))
+@tool(
+    name="update_checklist", traits=ToolTraits(cacheable=False, brief_results=True, internal=True)
+)
 def update_checklist(ctx: RunContext, todo_list: str, step_id: str = "") -> str:
     """Record your progress checklist for the current task.
 

@@ -29,7 +29,7 @@ def find_secret(text: str) -> str:
     return ""
 
 
-@tool(name="store_fact", traits=ToolTraits(cacheable=False, brief_results=True))
+@tool(name="store_fact", traits=ToolTraits(cacheable=False, brief_results=True, internal=True))
 def store_fact(ctx: RunContext, keywords: list[str], content: str) -> str:
     """Save a finding so it survives context compaction; find it again with search_facts.
 

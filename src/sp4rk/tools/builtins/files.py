@@ -17,7 +17,7 @@ import stat
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from sp4rk.tools.base import Tool, ToolError, ToolPolicy, ToolTraits
+from sp4rk.tools.base import Tool, ToolError, ToolPolicy, ToolResult, ToolTraits
 from sp4rk.tools.builtins.paths import (
     Confinement,
     Target,
@@ -52,19 +52,21 @@ _COUNT_CHUNK = 1024 * 1024
 EDITS_FILE = ToolTraits(mutating=True, verify_after=True, brief_results=True, file_argument="path")
 #: Deleting files and creating directories change the tree but are not edits to verify.
 CHANGES_TREE = ToolTraits(mutating=True, brief_results=True)
+READS_WORKSPACE = ToolTraits(read_only=True, reads_workspace=True)
+READS_FILE = ToolTraits(read_only=True, reads_workspace=True, file_argument="path")
 
 
 def file_tools(fs: Confinement) -> list[Tool]:
     """The file tools except ``edit_file``, bound to ``fs``."""
 
-    @tool(name="read_file", untrusted=True, traits=ToolTraits(read_only=True, file_argument="path"))
+    @tool(name="read_file", untrusted=True, traits=READS_FILE)
     def read_file(
         ctx: RunContext,
         path: str,
         start_line: int = 0,
         end_line: int = 0,
         line_numbers: bool = False,
-    ) -> str:
+    ) -> ToolResult:
         """Read a text file in the workspace, optionally a range of lines.
 
         The header shows which lines of how many were returned; read further with
@@ -80,7 +82,8 @@ def file_tools(fs: Confinement) -> list[Tool]:
         check_line_range(start_line, end_line)
         target = fs.resolve(ctx, path)
         with open_regular(target, "read_file") as (f, _):
-            return _read_range(f, target, start_line, end_line, line_numbers)
+            text = _read_range(f, target, start_line, end_line, line_numbers)
+        return ToolResult(text, outside_workspace=target.outside_workspace)
 
     @tool(name="write_file", policy=ToolPolicy.USER_CONFIRM, traits=EDITS_FILE)
     def write_file(ctx: RunContext, path: str, content: str) -> str:
@@ -148,8 +151,8 @@ def file_tools(fs: Confinement) -> list[Tool]:
             pass
         return f"successfully created directory: {target.display}"
 
-    @tool(name="list_directory", untrusted=True, read_only=True)
-    def list_directory(ctx: RunContext, path: str) -> str:
+    @tool(name="list_directory", untrusted=True, traits=READS_WORKSPACE)
+    def list_directory(ctx: RunContext, path: str) -> ToolResult:
         """List a directory: one line per entry, "name<TAB>file|dir<TAB>size", sorted by name.
 
         Symbolic links are listed as files and not followed.
@@ -174,7 +177,8 @@ def file_tools(fs: Confinement) -> list[Tool]:
             lines.append(
                 f"[{len(rows) - MAX_LIST_ENTRIES} more entries not shown; use glob to narrow]"
             )
-        return "".join(line + "\n" for line in lines)
+        listing = "".join(line + "\n" for line in lines)
+        return ToolResult(listing, outside_workspace=target.outside_workspace)
 
     return [read_file, write_file, delete_file, create_directory, list_directory]
 

@@ -51,6 +51,8 @@ class Target:
     """The path's components below ``root``; empty when the path is the root itself."""
     display: str
     """Relative to the workspace when inside it, else absolute: what messages show."""
+    outside_workspace: bool = False
+    """It lies in an extra root, not the workspace: what is read there taints the run."""
 
     @property
     def name(self) -> str:
@@ -127,7 +129,8 @@ class Confinement:
         for root in roots:
             if is_within(resolved, root):
                 parts = resolved.relative_to(root).parts
-                return Target(resolved, root, parts, _display(resolved, roots[0]))
+                shown = _display(resolved, roots[0])
+                return Target(resolved, root, parts, shown, outside_workspace=root != roots[0])
         allowed = ", ".join(str(r) for r in roots)
         raise ToolError(
             f"path is outside the session workspace: {raw!r} resolves to {str(resolved)!r}, "

@@ -36,7 +36,11 @@ PATTERN_TIMEOUT = 10.0
 _RG_MAX_OUTPUT_BYTES = 8 * 1024 * 1024
 
 
-@tool(name="tool_result_read", untrusted=True, traits=ToolTraits(read_only=True, cacheable=False))
+@tool(
+    name="tool_result_read",
+    untrusted=True,
+    traits=ToolTraits(read_only=True, cacheable=False, reads_workspace=True),
+)
 async def tool_result_read(
     ctx: RunContext,
     hash: str,

@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 from sp4rk._internal.proc import allowlisted_environment, run_process
 from sp4rk.tools.base import Tool, ToolError, ToolResult
-from sp4rk.tools.builtins.files import open_regular
+from sp4rk.tools.builtins.files import READS_WORKSPACE, open_regular
 from sp4rk.tools.builtins.globs import Glob, GlobError, IgnorePattern, parse_gitignore
 from sp4rk.tools.builtins.paths import (
     Confinement,
@@ -160,7 +160,7 @@ def search_tools(fs: Confinement, *, rg_path: str | None = None) -> list[Tool]:
     def base_target(ctx: RunContext, path: str) -> Target:
         return fs.resolve(ctx, path or ".")
 
-    @tool(name="glob", untrusted=True, read_only=True)
+    @tool(name="glob", untrusted=True, traits=READS_WORKSPACE)
     async def glob(
         ctx: RunContext,
         pattern: str,
@@ -184,11 +184,13 @@ def search_tools(fs: Confinement, *, rg_path: str | None = None) -> list[Tool]:
         base = base_target(ctx, path)
         stop = threading.Event()
         try:
-            return await asyncio.to_thread(_glob, base, matcher, type, stop)
+            found = await asyncio.to_thread(_glob, base, matcher, type, stop)
+            found.outside_workspace = base.outside_workspace
+            return found
         finally:
             stop.set()  # a cancelled call stops its walk too
 
-    @tool(name="ripgrep", untrusted=True, read_only=True)
+    @tool(name="ripgrep", untrusted=True, traits=READS_WORKSPACE)
     async def ripgrep(
         ctx: RunContext,
         pattern: str,
@@ -259,7 +261,9 @@ def search_tools(fs: Confinement, *, rg_path: str | None = None) -> list[Tool]:
             notes.append("[search timed out — results may be incomplete]")
         if outcome.capped:
             notes.append("[search stopped early: too much output; narrow the pattern or path]")
-        return report.render(notes)
+        found = report.render(notes)
+        found.outside_workspace = base.outside_workspace
+        return found
 
     return [glob, ripgrep]
 

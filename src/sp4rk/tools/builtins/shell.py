@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from sp4rk._internal.proc import ProcessOutcome, allowlisted_environment, run_process
-from sp4rk.tools.base import Tool, ToolError, ToolResult
+from sp4rk.tools.base import Tool, ToolError, ToolResult, ToolTraits
 from sp4rk.tools.builtins.paths import Confinement
 from sp4rk.tools.builtins.shell_rules import MAX_COMMAND_BYTES, ShellVerdict, judge_command
 from sp4rk.tools.context import RunContext
@@ -59,7 +59,9 @@ class ShellTool(FunctionTool[..., Awaitable[ToolResult]]):
         verdict: Callable[[RunContext, Any], str],
         assess: Callable[[RunContext, Any], str],
     ) -> None:
-        super().__init__(fn, name="bash_exec", untrusted=True)
+        super().__init__(
+            fn, name="bash_exec", untrusted=True, traits=ToolTraits(reads_workspace=True)
+        )
         self._verdict = verdict
         self._assess = assess
 
