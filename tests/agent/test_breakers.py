@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 
 from sp4rk.agent import (
+    CircuitBreakerConfig,
     ExitReason,
     NudgeKind,
     StepLimitResponse,
@@ -396,3 +398,21 @@ def test_truncation_abort_reprieve_lets_the_run_go_on() -> None:
     )
     assert hitl.reasons == ["truncation"] and result.finished
     assert any("truncation safeguard tripped" in n for n in nudges(result))
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "error", "says"),
+    [
+        ("repeat_abort_threshold", True, TypeError, "whole number"),
+        ("repeat_abort_threshold", 2.5, TypeError, "not float 2.5"),
+        ("fruitless_nudge_threshold", "3", TypeError, "not str '3'"),
+        ("same_tool_repeat_abort_threshold", None, TypeError, "not NoneType"),
+        ("parse_error_abort_threshold", -1, ValueError, ">= 0"),
+        ("cycle_max_period", 9, ValueError, "at most 8"),
+    ],
+)
+def test_breaker_config_refuses_values_that_cannot_be_thresholds(
+    field: str, value: object, error: type[Exception], says: str
+) -> None:
+    with pytest.raises(error, match=re.escape(says)):
+        CircuitBreakerConfig(**{field: value})  # type: ignore[arg-type]

@@ -21,7 +21,7 @@ from typing import ClassVar
 
 from sp4rk._internal.serde import Serializable
 from sp4rk.agent._loop import nudges
-from sp4rk.agent.config import CircuitBreakerConfig
+from sp4rk.agent.config import MAX_CYCLE_PERIOD, CircuitBreakerConfig
 from sp4rk.agent.exit_reason import ExitReason
 from sp4rk.tools.base import ToolTraits
 
@@ -377,8 +377,8 @@ class SameToolBreaker(Breaker):
         )
 
 
-#: Calls the cycle breaker remembers (enough for three turns of the longest cycle).
-CYCLE_MEMORY = 16
+#: Calls the cycle breaker remembers: two turns of the longest cycle a config may ask for.
+CYCLE_MEMORY = 2 * MAX_CYCLE_PERIOD
 #: Distinct (call, result) pairs the no-progress breaker remembers.
 SEEN_MEMORY = 4096
 

@@ -18,12 +18,18 @@ __all__ = [
 ]
 
 
+MAX_CYCLE_PERIOD = 8
+"""The longest cycle the cycle breaker can see: it keeps the last two periods of calls."""
+
+
 @dataclass(slots=True)
 class CircuitBreakerConfig(_Serializable):
-    """Loop-protection thresholds. Each counts consecutive events; ``0`` switches one off.
+    """Loop-protection thresholds, whole numbers; ``0`` switches a nudge or an abort off.
 
     A breaker nudges the model when its count reaches the nudge threshold and aborts the run
-    (after asking the HITL handler for a reprieve) when it reaches the abort threshold.
+    (after asking the HITL handler for a reprieve) when it reaches the abort threshold. Most
+    count consecutive events; the cycle breaker counts repetitions of a cycle and the
+    no-progress breaker calls that bring nothing new (see each field).
     """
 
     repeat_nudge_threshold: int = 3
@@ -49,9 +55,11 @@ class CircuitBreakerConfig(_Serializable):
     """Largest difference in result length (characters) that counts as "similar" (``0``
     switches the same-tool breaker off)."""
     cycle_max_period: int = 4
-    """Longest cycle of calls (A-B-A-B is period 2) the cycle breaker looks for (``< 2``: off)."""
+    """Longest cycle of calls (A-B-A-B is period 2) the cycle breaker looks for (``< 2``: off;
+    at most 8, the calls it remembers being 16)."""
     cycle_nudge_threshold: int = 1
-    """Full repetitions of a cycle with unchanged results before a nudge (A-B-A-B is one)."""
+    """Full repetitions of a cycle with unchanged results before a nudge (A-B-A-B is one);
+    ``0`` switches the whole cycle breaker off (its abort counts calls after the nudge)."""
     cycle_abort_threshold: int = 1
     """Further calls that continue the cycle after the nudge, before abort."""
     no_progress_nudge_threshold: int = 3
@@ -62,8 +70,20 @@ class CircuitBreakerConfig(_Serializable):
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
-            if getattr(self, f.name) < 0:
-                raise ValueError(f"CircuitBreakerConfig.{f.name} must be >= 0")
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(
+                    f"CircuitBreakerConfig.{f.name} must be a whole number (0 switches it "
+                    f"off), not {type(value).__name__} {value!r}"
+                )
+            if value < 0:
+                raise ValueError(f"CircuitBreakerConfig.{f.name} must be >= 0, not {value}")
+        if self.cycle_max_period > MAX_CYCLE_PERIOD:
+            raise ValueError(
+                f"CircuitBreakerConfig.cycle_max_period must be at most {MAX_CYCLE_PERIOD} "
+                f"(the cycle breaker remembers {2 * MAX_CYCLE_PERIOD} calls), not "
+                f"{self.cycle_max_period}"
+            )
 
 
 def default_circuit_breaker_config() -> CircuitBreakerConfig:
