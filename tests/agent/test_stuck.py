@@ -595,3 +595,40 @@ def test_an_edit_failing_the_same_way_with_new_arguments_is_stopped() -> None:
     result, calls, events = run(script)
     assert fired(events) == [(8, "same_tool_repeat_nudge"), (12, "same_tool_repeat_abort")]
     assert result.exit_reason is ExitReason.SAME_TOOL_ABORT and calls == 12
+
+
+@pytest.mark.parametrize("job_moves", [True, False])
+def test_reading_a_log_between_polls_of_a_moving_job_is_waiting_not_a_loop(
+    job_moves: bool,
+) -> None:
+    polls = 0
+
+    @tool(read_only=True)
+    def read_log(q: str) -> str:
+        """Read the build log (unchanged while the job runs)."""
+        return "log: building " + "." * 60
+
+    @tool(traits=ToolTraits(read_only=True, pollable=True))
+    def status(job: str) -> str:
+        """Poll the job."""
+        nonlocal polls
+        polls += 1
+        return f"progress {polls if job_moves else 1}% " + "." * 60
+
+    rounds = [
+        response
+        for _ in range(12)
+        for response in (
+            tool_calls_response(("read_log", {"q": "a"})),
+            tool_calls_response(("status", {"job": "j"})),
+        )
+    ]
+    tools = Registry([read_log, status])
+    script = iter([*rounds, finish_response("done")])
+    executor = Executor(FunctionLLM(lambda request: next(script)), tools, 100)
+    executor.set_checklist_gate_enabled(False)
+    result = executor.run_sync(tools.list(), ContextWindow(task="wait for the build"))
+    if job_moves:
+        assert result.finished and len(result.steps) == 25
+    else:  # nothing moves: the unchanged log reads are caught
+        assert result.exit_reason is ExitReason.NO_PROGRESS_ABORT

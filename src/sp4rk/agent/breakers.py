@@ -157,8 +157,10 @@ class RepeatBreaker(Breaker):
 
     def before_call(self, key: str, traits: ToolTraits, cfg: CircuitBreakerConfig) -> Verdict:
         """Count a call about to run; nudge or abort once it repeats too often."""
-        if traits.pollable:
-            return Verdict.OK  # calling it again is how a pollable tool is used
+        if traits.pollable:  # calling it again is how a pollable tool is used
+            self.key, self.count, self.forgiven = "", 0, 0  # and it ends another call's streak
+            self.last_failed, self.digest = False, ""
+            return Verdict.OK
         if key == self.key:
             self.count += 1
         else:
@@ -454,7 +456,8 @@ class NoProgressBreaker(Breaker):
     """Call after call brings nothing new: each is a call that already returned that result.
 
     Unlike the cycle breaker it needs no pattern: re-reading unchanged files and listings in
-    any order is caught too. A call with other arguments, or whose result changed, is new.
+    any order is caught too. A call with other arguments, or whose result changed, is new;
+    so is a pollable status that moved (an unchanged one neither counts nor resets).
     """
 
     name: ClassVar[str] = "no_progress"
@@ -462,10 +465,12 @@ class NoProgressBreaker(Breaker):
     """Digests of the (call, result) pairs seen in this run, oldest first (bounded)."""
 
     def observe(self, result: CallResult, cfg: CircuitBreakerConfig) -> Verdict:  # noqa: D102
-        if result.traits.pollable or result.retryable:
+        if result.retryable:
             return Verdict.OK
         pair = _pair_digest(result.key, result.digest)
         if pair in self.seen:
+            if result.traits.pollable:
+                return Verdict.OK  # an unchanged status is waiting, not a loop of its own
             self.count += 1
         else:
             self.count = 0
