@@ -15,13 +15,17 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from sp4rk.agent import Executor, HITLHandler, HITLToolDecision
 from sp4rk.llm import ChatRequest, ChatResponse, LLMError, Message, TokenUsage, ToolCall
 from sp4rk.memory import ContextWindow
 from sp4rk.tools import Registry, RunContext
 from sp4rk.tools.builtins import builtin_tools
 
-RUNS = 200
+MIN_REPLIES = 2000
+"""Fuzzed replies the model must actually deliver (runs that end early deliver fewer)."""
+MAX_RUNS = 1000
 REPLIES_PER_RUN = 10
 RUN_TIMEOUT = 20.0
 
@@ -130,9 +134,16 @@ class Replies:
 
     def __init__(self, replies: list[Any]) -> None:
         self._replies = iter(replies)
+        self.delivered = 0
+        """Fuzzed replies handed to the executor (the rest of the run gets a plain "done")."""
 
     async def call(self, request: ChatRequest) -> Any:
-        return next(self._replies, ChatResponse(message=Message("assistant", content="done")))
+        reply = next(self._replies, _DONE)
+        self.delivered += reply is not _DONE
+        return reply
+
+
+_DONE = ChatResponse(message=Message("assistant", content="done"))
 
 
 class ApproveAll(HITLHandler):
@@ -142,12 +153,16 @@ class ApproveAll(HITLHandler):
         return HITLToolDecision(allow=True)
 
 
-async def one_run(seed: int, workspace: Path) -> str:
+async def one_run(seed: int, workspace: Path) -> tuple[str, int]:
     rng = random.Random(seed)
     (workspace / "notes.txt").write_text("alpha\nbeta\n")
     tools = Registry(builtin_tools(workspace))  # the shell and the web too: all of them
     llm = Replies([hostile_reply(rng) for _ in range(REPLIES_PER_RUN)])
     executor = Executor(llm, tools, REPLIES_PER_RUN - 1, hitl=ApproveAll())
+    return await _outcome(executor, tools, workspace), llm.delivered
+
+
+async def _outcome(executor: Executor, tools: Registry, workspace: Path) -> str:
     try:
         await asyncio.wait_for(
             executor.run(
@@ -164,20 +179,23 @@ async def one_run(seed: int, workspace: Path) -> str:
     return "failed-safe"
 
 
+@pytest.mark.timeout(900)  # 2,000 delivered replies: a few hundred runs with real tools
 async def test_fuzzed_model_replies_never_crash_or_hang(tmp_path: Path) -> None:
     outcomes: Counter[str] = Counter()
     broke: list[str] = []
-    for seed in range(RUNS):
-        workspace = tmp_path / f"ws{seed}"
+    tried = runs = 0
+    while tried < MIN_REPLIES and runs < MAX_RUNS:
+        workspace = tmp_path / f"ws{runs}"
         workspace.mkdir()
-        outcome = await one_run(seed, workspace)
+        outcome, delivered = await one_run(runs, workspace)
+        tried, runs = tried + delivered, runs + 1
         outcomes["broke" if outcome.startswith("broke") else outcome] += 1
         if outcome.startswith("broke"):
-            broke.append(f"seed {seed}: {outcome}")
-    tried = RUNS * REPLIES_PER_RUN
+            broke.append(f"seed {runs - 1}: {outcome}")
     print(
-        f"\nmodel replies: tried {tried} in {RUNS} runs / failed-safe {outcomes['failed-safe']} "
+        f"\nmodel replies: tried {tried} in {runs} runs / failed-safe {outcomes['failed-safe']} "
         f"runs / broke {outcomes['broke']} / hangs {outcomes['hang']}"
     )
+    assert tried >= MIN_REPLIES
     assert broke == []
     assert outcomes["hang"] == 0
