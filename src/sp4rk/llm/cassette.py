@@ -180,12 +180,13 @@ class RecordingLLM:
 
     Args:
         inner: the real caller (a provider, a router, ...).
-        path: the cassette file to write.
+        path: the cassette file to write (missing parent folders are created).
     """
 
     def __init__(self, inner: Any, path: str | os.PathLike[str]) -> None:
         self.inner = inner
         self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)  # tests/cassettes/ on first record
         self._file: IO[str] | None = self.path.open("w", encoding="utf-8")
         self._lock = threading.Lock()
 

@@ -79,6 +79,30 @@ def text_response(text: str, *, stop_reason: str = "end_turn") -> ChatResponse:
     return ChatResponse(message=Message("assistant", content=text), stop_reason=stop_reason)
 
 
+def last_observation(request: ChatRequest, limit: int = 400) -> str:
+    """What the model was told last, as a sentence for an error message (``""``: nothing).
+
+    When a script runs out, this is usually why: a gate rejected a finish, a breaker
+    nudged, a tool failed.
+    """
+    for message in reversed(request.messages):
+        if message.role in ("tool", "user") and message.content.strip():
+            text = " ".join(message.content.split())
+            if len(text) > limit:
+                text = text[: limit - 1] + "…"
+            what = "a tool result" if message.role == "tool" else "a message"
+            told = f"The last thing the model was told ({what}): {text!r}. "
+            if text.startswith("Finish rejected:"):
+                told += (
+                    "A gate refused the finish: script what it asks for, or switch the gate "
+                    "off (checklist: executor.set_checklist_gate_enabled(False)). "
+                )
+            return told
+        if message.role == "assistant":
+            break
+    return ""
+
+
 class _RecordingLLM:
     def __init__(self, model: str) -> None:
         self.requests: list[ChatRequest] = []
@@ -140,8 +164,8 @@ class ScriptedLLM(_RecordingLLM):
         if self._next >= len(self._script):
             raise ScriptExhaustedError(
                 f"ScriptedLLM ran out of responses: call {self._next + 1} but only "
-                f"{len(self._script)} were scripted. Add responses to the script, or check why "
-                "the agent did not stop earlier."
+                f"{len(self._script)} were scripted. {last_observation(request)}Add responses "
+                "to the script, or check why the agent did not stop earlier."
             )
         index = self._next
         item = self._script[index]
