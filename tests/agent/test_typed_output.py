@@ -44,8 +44,8 @@ class Person(TypedDict):
     age: int
 
 
-def finish_with(data: Any) -> Any:
-    return tool_calls_response(("finish", data))
+def finish_with(data: dict[str, Any]) -> Any:
+    return finish_response(data)
 
 
 @pytest.mark.parametrize(

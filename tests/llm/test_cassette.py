@@ -49,6 +49,13 @@ async def test_recorded_run_replays_to_an_identical_trajectory(
     assert len(server.received) == requests_seen  # nothing reached the server
 
 
+async def test_recording_creates_the_cassette_folder(tmp_path: Path) -> None:
+    cassette = tmp_path / "tests" / "cassettes" / "run.jsonl"
+    async with RecordingLLM(ScriptedLLM([text_response("hi")]), cassette) as recorder:
+        await recorder.call(ChatRequest(messages=[Message("user", content="q")]))
+    assert len(cassette.read_text().splitlines()) == 2
+
+
 async def test_cassette_uses_the_dump_format(
     tmp_path: Path, server: FakeServer, make_provider: ProviderFactory
 ) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeAlias
 
 from sp4rk._internal.aio import maybe_await
@@ -69,9 +69,14 @@ def tool_calls_response(
     )
 
 
-def finish_response(answer: str, *, thought: str = "") -> ChatResponse:
-    """Build a response that calls the ``finish`` tool with ``answer``."""
-    return tool_calls_response(("finish", {"answer": answer}), thought=thought)
+def finish_response(answer: str | Mapping[str, Any], *, thought: str = "") -> ChatResponse:
+    """Build a response that calls the ``finish`` tool with ``answer``.
+
+    A string is a text answer (``{"answer": ...}``); a mapping is the whole input, for an
+    executor with an ``output_type`` (``finish_response({"city": "Paris", "celsius": 21})``).
+    """
+    data = {"answer": answer} if isinstance(answer, str) else dict(answer)
+    return tool_calls_response(("finish", data), thought=thought)
 
 
 def text_response(text: str, *, stop_reason: str = "end_turn") -> ChatResponse:
