@@ -23,9 +23,10 @@ What happens to a fenced block depends on its info string (the words after the b
 - ``python no-run ...`` — compiled, not run: it needs what a test cannot have (a real key, a
   remote MCP server, a 100 MB model, a process-wide exporter); the words after ``no-run`` say
   what.
-- ``bash`` — run with ``bash -e`` in a temporary folder, where ``sp4rk`` is this checkout's
-  command and its runs store lives in that folder. ``bash no-run ...``: shown only (installs,
-  real models).
+- ``bash run`` — run with ``bash -e`` in a temporary folder, where ``sp4rk`` is this
+  checkout's command and its runs store lives in that folder. ``bash no-run ...``: shown only
+  (installs, real models). A shell block must say which: a test never runs ``pip install``
+  by accident.
 - ``toml`` — parsed; ``json`` — parsed; ``text`` and unlabelled blocks — output, not checked.
 """
 
@@ -71,6 +72,7 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 STANDALONE = {"getting-started.md", "cookbook.md"}
 #: What a block may say for "your own OpenAI-compatible server"; the fake server answers.
 LOCAL_SERVER_URL = "http://localhost:8000/v1"
+SHELL = ("bash", "sh", "shell", "console")
 _FENCE = re.compile(
     r"^(?P<indent> *)```(?P<info>[^`\n]*)\n(?P<body>.*?)^(?P=indent)```\s*$", re.M | re.S
 )
@@ -90,7 +92,10 @@ class Block:
 
     @property
     def runs(self) -> bool:
-        return not self.options or self.options[0].rstrip(":") != "no-run"
+        first = self.options[0].rstrip(":") if self.options else ""
+        if self.language in SHELL:
+            return first == "run"
+        return first != "no-run"
 
 
 def blocks() -> list[Block]:
@@ -109,7 +114,7 @@ def blocks() -> list[Block]:
 
 ALL = blocks()
 PYTHON = [b for b in ALL if b.language == "python"]
-BASH = [b for b in ALL if b.language in ("bash", "sh", "shell", "console")]
+BASH = [b for b in ALL if b.language in SHELL]
 DATA = [b for b in ALL if b.language in ("toml", "json")]
 KNOWN = {"python", "bash", "sh", "shell", "console", "toml", "json", "text", ""}
 
@@ -124,6 +129,11 @@ def test_the_docs_have_runnable_blocks() -> None:
     assert len(runnable) >= 30, "fewer runnable snippets than the docs had: was the parser broken?"
     pages = {b.page.name for b in runnable}
     assert {"README.md", "getting-started.md", "cookbook.md"} <= pages
+
+
+def test_every_shell_block_says_whether_it_runs() -> None:
+    unmarked = [b.id for b in BASH if not b.options or b.options[0].rstrip(":") not in ("run", "no-run")]
+    assert not unmarked, f"mark these ```bash blocks 'run' or 'no-run: why': {unmarked}"
 
 
 def test_blocks_that_do_not_run_say_why() -> None:
