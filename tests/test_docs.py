@@ -27,7 +27,11 @@ What happens to a fenced block depends on its info string (the words after the b
   checkout's command and its runs store lives in that folder. ``bash no-run ...``: shown only
   (installs, real models). A shell block must say which: a test never runs ``pip install``
   by accident.
-- ``toml`` — parsed; ``json`` — parsed; ``text`` and unlabelled blocks — output, not checked.
+- ``toml`` — parsed; ``json`` — parsed; ``text`` — output or prose, shown only.
+
+Every block says which of these it is: an unlabelled block fails the test, as does a block in a
+fence this parser does not read, so a page added to docs/ later is checked the same way.
+Relative links must point at files of the repository.
 """
 
 from __future__ import annotations
@@ -67,7 +71,7 @@ from tests.llm.wire import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 #: Pages whose blocks are complete programs: no fixtures.
 STANDALONE = {"getting-started.md", "cookbook.md"}
 #: What a block may say for "your own OpenAI-compatible server"; the fake server answers.
@@ -116,12 +120,41 @@ ALL = blocks()
 PYTHON = [b for b in ALL if b.language == "python"]
 BASH = [b for b in ALL if b.language in SHELL]
 DATA = [b for b in ALL if b.language in ("toml", "json")]
-KNOWN = {"python", "bash", "sh", "shell", "console", "toml", "json", "text", ""}
+KNOWN = {"python", *SHELL, "toml", "json", "text"}
 
 
 def test_every_block_has_a_known_language() -> None:
     unknown = [f"{b.id} ```{b.language}" for b in ALL if b.language not in KNOWN]
-    assert not unknown, f"give these blocks a language this test knows: {unknown}"
+    assert not unknown, (
+        f"give these blocks a language this test knows ({sorted(KNOWN)}; ```text for output): "
+        f"{unknown}"
+    )
+
+
+def test_every_fence_is_read() -> None:
+    """A ``~~~`` fence or a longer backtick fence would hide its block from these tests."""
+    other = re.compile(r"^ *(~{3,}|`{4,})", re.M)
+    hidden = [
+        f"{page.name}:{page.read_text(encoding='utf-8').count(chr(10), 0, m.start()) + 1}"
+        for page in PAGES
+        for m in other.finditer(page.read_text(encoding="utf-8"))
+    ]
+    assert not hidden, f"use ``` fences, which these tests read, at: {hidden}"
+
+
+_LINK = re.compile(r"\]\((?P<target>[^)\s]+)\)")
+
+
+def test_relative_links_point_at_files_of_the_repository() -> None:
+    missing = []
+    for page in PAGES:
+        for match in _LINK.finditer(page.read_text(encoding="utf-8")):
+            target = match["target"].split("#", 1)[0]
+            if not target or re.match(r"^[a-z][a-z0-9+.-]*:", target):
+                continue  # an anchor on the same page, or a URL
+            if not (page.parent / target).exists():
+                missing.append(f"{page.name} -> {match['target']}")
+    assert not missing, f"these links point at nothing in the repository: {missing}"
 
 
 def test_the_docs_have_runnable_blocks() -> None:
@@ -132,7 +165,9 @@ def test_the_docs_have_runnable_blocks() -> None:
 
 
 def test_every_shell_block_says_whether_it_runs() -> None:
-    unmarked = [b.id for b in BASH if not b.options or b.options[0].rstrip(":") not in ("run", "no-run")]
+    unmarked = [
+        b.id for b in BASH if not b.options or b.options[0].rstrip(":") not in ("run", "no-run")
+    ]
     assert not unmarked, f"mark these ```bash blocks 'run' or 'no-run: why': {unmarked}"
 
 
@@ -175,6 +210,15 @@ def model_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModelServer]:
         monkeypatch.setenv(name, value)
     yield server
     server.close()
+
+
+@pytest.fixture
+def repository_untouched() -> Iterator[None]:
+    """A block writes into its temporary folder, never into the checkout (``> events.jsonl``)."""
+    before = set(os.listdir(ROOT))
+    yield
+    strays = sorted(set(os.listdir(ROOT)) - before)
+    assert not strays, f"a docs block wrote into the repository: {strays}"
 
 
 # --- python blocks -----------------------------------------------------------------------------
@@ -227,7 +271,11 @@ def test_python_blocks_that_cannot_run_compile(block: Block) -> None:
 
 @pytest.mark.parametrize("block", [b for b in PYTHON if b.runs], ids=lambda b: b.id)
 def test_python_block_runs(
-    block: Block, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model_server: ModelServer
+    block: Block,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    model_server: ModelServer,
+    repository_untouched: None,
 ) -> None:
     _project(tmp_path)
     monkeypatch.chdir(tmp_path)
@@ -248,7 +296,7 @@ def test_python_block_runs(
 
 
 @pytest.mark.parametrize("block", [b for b in BASH if b.runs], ids=lambda b: b.id)
-def test_bash_block_runs(block: Block, tmp_path: Path) -> None:
+def test_bash_block_runs(block: Block, tmp_path: Path, repository_untouched: None) -> None:
     bin_dir = tmp_path / ".bin"
     bin_dir.mkdir()
     shim = bin_dir / "sp4rk"

@@ -344,12 +344,13 @@ def test_more_contract_signatures() -> None:
     assert fields(SubAgentTask) == [
         "step_id",
         "executor",
-        "cm",
+        "window",  # ``cm`` in 0.1: still accepted, with a DeprecationWarning
         "tools",
         "description",
         "events",
         "ctx",
     ]
+    assert params(SubAgentTask.__init__)[-1] == "cm"
     assert fields(SubAgentResult) == ["step_id", "output", "steps", "error", "success"]
     assert fields(ToolDescriptor) == [
         "name",
