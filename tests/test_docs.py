@@ -311,6 +311,7 @@ def test_bash_block_runs(block: Block, tmp_path: Path, repository_untouched: Non
         PYTHONDONTWRITEBYTECODE="1",
         SP4RK_STORE=str(tmp_path / "runs.db"),
         XDG_STATE_HOME=str(tmp_path / ".state"),
+        TMPDIR=str(tmp_path),  # mktemp -d: a scratch folder inside the test's own
     )
     done = subprocess.run(
         ["bash", "-e", "-c", block.code],
