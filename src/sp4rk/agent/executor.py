@@ -62,7 +62,7 @@ class Executor:
         events: lifecycle event sink (default: no-op).
         suppress_assistant_events: hide ``assistant_chunk``/``assistant_done`` (sub-agents).
         tool_result_budget: Stage 2 truncation (default: 30 000 tokens, 40 % of the window).
-        circuit_breaker: loop-protection thresholds (default: the reference's numbers).
+        circuit_breaker: loop-protection thresholds (default: ``default_circuit_breaker_config()``).
         hitl: human-in-the-loop handler (default: approves nothing explicitly, denies limits).
         resume_steps: a checkpoint to continue from; seed the context manager with the same
             steps (``ContextWindow.seed_steps``). They count against ``max_steps``. A
