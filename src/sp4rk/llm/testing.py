@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeAlias
 
 from sp4rk._internal.aio import maybe_await
+from sp4rk.llm._last_told import last_observation
 from sp4rk.llm.cassette import CassetteMissError, RecordingLLM, ReplayLLM
 from sp4rk.llm.types import ChatRequest, ChatResponse, Message, TokenUsage, ToolCall
 
@@ -82,30 +83,6 @@ def finish_response(answer: str | Mapping[str, Any], *, thought: str = "") -> Ch
 def text_response(text: str, *, stop_reason: str = "end_turn") -> ChatResponse:
     """Build a text-only response (no tool calls)."""
     return ChatResponse(message=Message("assistant", content=text), stop_reason=stop_reason)
-
-
-def last_observation(request: ChatRequest, limit: int = 400) -> str:
-    """What the model was told last, as a sentence for an error message (``""``: nothing).
-
-    When a script runs out, this is usually why: a gate rejected a finish, a breaker
-    nudged, a tool failed.
-    """
-    for message in reversed(request.messages):
-        if message.role in ("tool", "user") and message.content.strip():
-            text = " ".join(message.content.split())
-            if len(text) > limit:
-                text = text[: limit - 1] + "…"
-            what = "a tool result" if message.role == "tool" else "a message"
-            told = f"The last thing the model was told ({what}): {text!r}. "
-            if text.startswith("Finish rejected:"):
-                told += (
-                    "A gate refused the finish: script what it asks for, or switch the gate "
-                    "off (checklist: executor.set_checklist_gate_enabled(False)). "
-                )
-            return told
-        if message.role == "assistant":
-            break
-    return ""
 
 
 class _RecordingLLM:
