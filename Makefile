@@ -8,15 +8,39 @@ STAMP  := $(VENV)/.installed
 # general-protection fault on these CPUs, so pin the instruction sets.
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 
-.PHONY: install test test-matrix lint format typecheck pytest demo bench bench-stuck clean
+# The `local` extra compiles C++: LOCAL=auto (default) installs it when a C++ compiler works
+# and says so when none does (its tests then skip, saying why); LOCAL=yes requires it (a failed
+# build fails); LOCAL=no leaves it out. Everything else is installed and tested either way.
+LOCAL ?= auto
+# The compilers tried: $(CXX) when you set it, else c++, g++ and clang++.
+CXX_CANDIDATES := $(if $(filter default,$(origin CXX)),c++ g++ clang++,$(CXX))
+HAVE_CXX = ( for cxx in $(CXX_CANDIDATES); do printf 'int main() { return 0; }\n' \
+  | $$cxx -x c++ -o /dev/null - >/dev/null 2>&1 && exit 0; done; exit 1 )
+
+.PHONY: install install-local test test-matrix lint format typecheck pytest demo bench bench-stuck clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,all,local]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,all]'
+	@case "$(LOCAL)" in \
+	  yes) $(MAKE) --no-print-directory install-local ;; \
+	  no) echo "LOCAL=no: the 'local' extra is not installed; its tests will be skipped." ;; \
+	  *) if $(HAVE_CXX); then $(MAKE) --no-print-directory install-local; else \
+	       echo "NOTE: no working C++ compiler (tried $(CXX_CANDIDATES)): the 'local' extra (llama-cpp-python," \
+	         "which compiles from source) is not installed, and the local-model tests will be" \
+	         "skipped. Everything else is installed and tested. To add it: install g++ or" \
+	         "clang++, then run 'make install-local'." >&2; fi ;; \
+	esac
 	touch $(STAMP)
 
 install: $(STAMP)
+
+## install-local: add the `local` extra (llama-cpp-python builds from source: minutes, once)
+install-local:
+	@test -x $(BIN)/python || { echo "run 'make install' first" >&2; exit 1; }
+	@echo "installing the 'local' extra: llama-cpp-python compiles from source (minutes the first time)"
+	$(BIN)/python -m pip install --quiet -e '.[local]'
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests examples bench

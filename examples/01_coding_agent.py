@@ -171,7 +171,10 @@ async def main() -> ExecutorResult:
 
         checkpoint = workspace / ".sp4rk-checkpoint.json"
         save_checkpoint(checkpoint, result)  # the steps and the run's state
-        print(f"\n⏸  paused after {len(result.steps)} steps; checkpoint saved to {checkpoint.name}")
+        print(
+            f"\n⏸  paused after {result.model_responses} model responses "
+            f"({len(result.steps)} trajectory entries); checkpoint saved to {checkpoint.name}"
+        )
 
         steps = load_checkpoint(checkpoint)  # a list of steps that carries the state
         window = ContextWindow(system_prompt=SYSTEM, task=TASK)

@@ -154,6 +154,7 @@ def test_executor_signature() -> None:
         "parallel_tool_calls",
         "resume_state",
         "budget",
+        "output_type",
     ]
     assert params(Executor.run) == ["self", "task_tools", "cw", "ctx"]
     assert params(Executor.run_sync) == ["self", "task_tools", "cw", "ctx"]
@@ -210,6 +211,8 @@ def test_data_shapes() -> None:
         "state",
         "usage",
         "cost_usd",
+        "output_data",
+        "model_responses",
     ]
     assert fields(FillCheck) == ["percent", "status", "used", "max"]
     assert fields(EditVerifyResult) == ["output", "exit_code", "timed_out", "timeout", "error"]
@@ -335,18 +338,19 @@ def test_more_contract_signatures() -> None:
         "max_steps",
         "reason",
     ]
-    assert fields(HITLToolDecision) == ["allow", "modified_input", "reason"]
+    assert fields(HITLToolDecision) == ["allow", "modified_input", "reason", "abstain"]
     assert params(DumpCaller.__init__) == ["self", "inner", "writer", "logger"]
     assert params(LoggingLLMCaller.__init__) == ["self", "inner", "provider", "logger"]
     assert fields(SubAgentTask) == [
         "step_id",
         "executor",
-        "cm",
+        "window",  # ``cm`` in 0.1: still accepted, with a DeprecationWarning
         "tools",
         "description",
         "events",
         "ctx",
     ]
+    assert params(SubAgentTask.__init__)[-1] == "cm"
     assert fields(SubAgentResult) == ["step_id", "output", "steps", "error", "success"]
     assert fields(ToolDescriptor) == [
         "name",

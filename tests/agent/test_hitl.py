@@ -148,3 +148,58 @@ def test_the_handler_sees_the_policy_and_the_judges_reason() -> None:
     )
     assert seen == [(ToolPolicy.ALWAYS_ALLOW, ""), (ToolPolicy.USER_CONFIRM, "it deletes files")]
     assert [s.observation[:3] for s in result.steps[:2]] == ["ran", "ran"]
+
+
+def test_the_decision_constructors_say_what_they_do() -> None:
+    assert HITLToolDecision.approve() == HITLToolDecision(allow=True)
+    assert HITLToolDecision.reject("too risky") == HITLToolDecision(False, reason="too risky")
+    modified = HITLToolDecision.modify({"q": "safer"})
+    assert modified.allow and modified.modified_input == '{"q": "safer"}'
+    assert HITLToolDecision.modify('{"q": 1}').modified_input == '{"q": 1}'
+    assert HITLToolDecision.no_opinion().abstain
+    with pytest.raises(TypeError, match="JSON text or a dict"):
+        HITLToolDecision.modify(42)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("no_opinion", [None, HITLToolDecision.no_opinion()])
+def test_no_opinion_lets_allowed_calls_run_and_refuses_calls_that_need_approval(
+    no_opinion: HITLToolDecision | None,
+) -> None:
+    calls: list[tuple[str, str]] = []
+    hitl = Decide({"search": no_opinion, "bash_exec": no_opinion})
+    result, _, _ = run(
+        [
+            tool_calls_response(("search", {"q": "a"}), ("bash_exec", {"command": "make"})),
+            finish_response("d"),
+        ],
+        tools=echo_tools(calls),
+        hitl=hitl,
+    )
+    assert calls == [("search", "a")]
+    assert "needs a human's approval" in result.steps[1].observation
+    assert hitl.asked == [("search", '{"q": "a"}'), ("bash_exec", '{"command": "make"}')]
+
+
+def test_approve_reject_and_modify_through_a_run() -> None:
+    calls: list[tuple[str, str]] = []
+    hitl = Decide(
+        {
+            "bash_exec": HITLToolDecision.approve(),
+            "search": HITLToolDecision.modify({"q": "narrower"}),
+            "write_file": HITLToolDecision.reject("not today"),
+        }
+    )
+    result, _, _ = run(
+        [
+            tool_calls_response(
+                ("bash_exec", {"command": "make"}),
+                ("search", {"q": "wide"}),
+                ("write_file", {"path": "a", "content": "x"}),
+            ),
+            finish_response("d"),
+        ],
+        tools=echo_tools(calls),
+        hitl=hitl,
+    )
+    assert calls == [("bash_exec", "make"), ("search", "narrower")]
+    assert result.steps[2].observation == "[Tool call rejected: not today]"

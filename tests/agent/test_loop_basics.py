@@ -485,3 +485,23 @@ def test_tool_call_arguments_reach_the_tool_raw() -> None:
     run([tool_calls_response(("capture", raw)), finish_response("x")], tools=tools)
     assert seen == [raw]
     assert json.loads(seen[0]) == {"b": 1, "a": "xé"}
+
+
+def test_passing_the_registry_to_run_says_to_pass_its_descriptors() -> None:
+    registry = echo_tools()
+    executor = Executor(ScriptedLLM([finish_response("x")]), registry, 5)
+    with pytest.raises(TypeError, match=r"pass registry\.list\(\)"):
+        executor.run_sync(registry, ContextWindow())  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="list of ToolDescriptor"):
+        executor.run_sync(42, ContextWindow())  # type: ignore[arg-type]
+
+
+def test_model_responses_count_what_max_steps_limits() -> None:
+    reply = tool_calls_response(("search", {"q": "a"}), ("search", {"q": "b"}))
+    result, _, _ = run([reply, finish_response("done")])
+    assert len(result.steps) == 3  # two calls and the finish: trajectory entries
+    assert result.model_responses == 2
+    limited, _, _ = run(
+        [tool_calls_response(("search", {"q": str(i)})) for i in range(3)], max_steps=2
+    )
+    assert limited.exit_reason is ExitReason.STEP_LIMIT and limited.model_responses == 2

@@ -101,3 +101,26 @@ async def test_two_tasks_may_not_share_an_executor() -> None:
     tasks = [SubAgentTask(s, shared, ContextWindow(), tools.list(), s) for s in ("a", "b")]
     with pytest.raises(ValueError, match="own Executor"):
         await run_sub_agents_parallel(tasks)
+
+
+def test_the_window_was_called_cm_and_that_name_still_works_with_a_warning() -> None:
+    tools = echo_tools()
+    window = ContextWindow(task="old name")
+    executor = Executor(ScriptedLLM([finish_response("ok")]), tools, 5)
+    with pytest.warns(DeprecationWarning, match="call it window"):
+        old = SubAgentTask("s", executor, tools=tools.list(), description="d", cm=window)
+    assert old.window is window
+    with pytest.warns(DeprecationWarning, match="call it window"):
+        assert old.cm is window
+    assert asyncio.run(run_sub_agent(old)).output == "ok"
+
+
+def test_a_task_without_its_window_says_which_argument_is_missing() -> None:
+    executor = Executor(ScriptedLLM([]), echo_tools(), 5)
+    with pytest.raises(TypeError, match="needs window="):
+        SubAgentTask("s", executor)
+    with (
+        pytest.warns(DeprecationWarning, match="call it window"),
+        pytest.raises(TypeError, match="both window= and cm="),
+    ):
+        SubAgentTask("s", executor, ContextWindow(), cm=ContextWindow())

@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 
 from tests.cli.helpers import SP4RK, command_env, events
+from tests.local_extra import LOCAL_EXTRA_MISSING
 
 
 @pytest.mark.timeout(600)
 def test_the_bundled_model_runs_offline_and_is_announced_honestly(tmp_path: Path) -> None:
-    pytest.importorskip("llama_cpp", reason="the local extra is not installed")
+    pytest.importorskip("llama_cpp", reason=LOCAL_EXTRA_MISSING)
     from sp4rk.llm import LLMError
     from sp4rk.llm.local import bundled_model_path
 

@@ -18,7 +18,7 @@ from sp4rk.llm.errors import (
     QuotaExceededError,
     RateLimitError,
 )
-from sp4rk.llm.testing import ScriptedLLM, text_response
+from sp4rk.llm.testing import ScriptedLLM, finish_response, text_response
 from sp4rk.llm.types import ChatRequest, ChatResponse, Message
 from tests.llm import task
 from tests.llm.conftest import ProviderFactory
@@ -47,6 +47,29 @@ async def test_recorded_run_replays_to_an_identical_trajectory(
     assert (replayed.output, replayed.exit_reason) == (recorded.output, recorded.exit_reason)
     replay.assert_complete()
     assert len(server.received) == requests_seen  # nothing reached the server
+
+
+async def test_recording_creates_the_cassette_folder(tmp_path: Path) -> None:
+    cassette = tmp_path / "tests" / "cassettes" / "run.jsonl"
+    async with RecordingLLM(ScriptedLLM([text_response("hi")]), cassette) as recorder:
+        await recorder.call(ChatRequest(messages=[Message("user", content="q")]))
+    assert len(cassette.read_text().splitlines()) == 2
+
+
+async def test_a_used_up_cassette_names_what_the_model_was_told_last(tmp_path: Path) -> None:
+    cassette = tmp_path / "run.jsonl"
+    first = ChatRequest(messages=[Message("user", content="q")])
+    async with RecordingLLM(ScriptedLLM([finish_response("done")]), cassette) as recorder:
+        await recorder.call(first)
+    replay = ReplayLLM(cassette)
+    await replay.call(first)
+    rejected = Message("tool", content="Finish rejected: update the checklist first.")
+    with pytest.raises(CassetteMissError) as caught:
+        await replay.call(ChatRequest(messages=[*first.messages, rejected]))
+    message = str(caught.value)
+    assert "every recorded call was already replayed" in message
+    assert "Finish rejected: update the checklist first." in message
+    assert "set_checklist_gate_enabled(False)" in message
 
 
 async def test_cassette_uses_the_dump_format(

@@ -151,3 +151,20 @@ async def test_unreachable_server_is_a_retryable_connection_error(wire: str) -> 
             await provider.call(REQUEST)
     assert caught.value.retryable is True
     assert caught.value.status_code is None
+    assert f"connection failed to http://127.0.0.1:{port}" in str(caught.value)
+    assert "is the server running" in str(caught.value)
+
+
+async def test_a_connection_error_names_the_url_without_its_credentials() -> None:
+    from sp4rk.llm import OpenAIChatProvider
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://user:hunter22@127.0.0.1:{port}/v1?key=sk-querysecret0123456789"
+    async with OpenAIChatProvider("m", api_key="k", base_url=url, max_retries=0) as provider:
+        with pytest.raises(errors.LLMConnectionError) as caught:
+            await provider.call(REQUEST)
+    text = str(caught.value)
+    assert f"to http://127.0.0.1:{port}/v1" in text
+    assert "hunter22" not in text and "querysecret" not in text and "user:" not in text

@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from tests.local_extra import LOCAL_EXTRA_MISSING
+
 
 def _run(code: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -66,7 +68,7 @@ def test_star_import_needs_no_local_extra_and_local_provider_stays_reachable() -
 
 
 def test_local_provider_resolves_lazily() -> None:
-    pytest.importorskip("llama_cpp", reason="the 'local' extra is not installed")
+    pytest.importorskip("llama_cpp", reason=LOCAL_EXTRA_MISSING)
     import sp4rk.llm
     from sp4rk.llm.local import LocalProvider
 

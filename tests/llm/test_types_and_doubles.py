@@ -123,6 +123,28 @@ async def test_scripted_llm_replays_records_and_reports_leftovers() -> None:
         await llm.call(ChatRequest())
 
 
+async def test_an_exhausted_script_names_what_the_model_was_told_last() -> None:
+    rejected = "Finish rejected: You are finishing a non-trivial task without a checklist."
+    request = ChatRequest(
+        messages=[
+            Message("user", content="the task"),
+            Message("assistant", tool_calls=[ToolCall("c1", "finish", "{}")]),
+            Message("tool", content=rejected, tool_call_id="c1"),
+        ]
+    )
+    with pytest.raises(ScriptExhaustedError) as caught:
+        await ScriptedLLM([]).call(request)
+    text = str(caught.value)
+    assert "(a tool result): 'Finish rejected: You are finishing" in text
+    assert "set_checklist_gate_enabled(False)" in text
+    with pytest.raises(ScriptExhaustedError) as caught:
+        await ScriptedLLM([]).call(ChatRequest(messages=[Message("user", content="hello")]))
+    assert "(a message): 'hello'" in str(caught.value)
+    with pytest.raises(ScriptExhaustedError) as caught:
+        await ScriptedLLM([]).call(ChatRequest())
+    assert "told" not in str(caught.value)
+
+
 async def test_scripted_exceptions_are_raised_in_turn() -> None:
     llm = ScriptedLLM([ContextWindowExceededError("too long"), text_response("ok")])
     with pytest.raises(ContextWindowExceededError):

@@ -8,10 +8,13 @@ from typing import Any, assert_type
 from sp4rk.agent import (
     Budget,
     CompositeEvents,
+    ContextManager,
     Events,
     Executor,
     ExecutorResult,
+    HITLToolDecision,
     ModelCallEnd,
+    SubAgentTask,
     ToolCallEnd,
     ToolErrorType,
 )
@@ -92,3 +95,17 @@ def test_sinks_compose_with_tracing() -> None:
         ScriptedLLM([finish_response("ok")]), Registry([]), 2, events=events
     ).run_sync([], ContextWindow())
     assert result.finished and meter.tokens == 0
+
+
+def test_the_newcomer_names_are_typed() -> None:
+    registry = Registry([add])
+    executor = Executor(ScriptedLLM([finish_response("x")]), registry, 5)
+    assert_type(executor.run_sync(registry.list(), ContextWindow()).model_responses, int)
+    assert_type(HITLToolDecision.no_opinion(), HITLToolDecision)
+    assert_type(HITLToolDecision.modify({"a": 2}), HITLToolDecision)
+    task = SubAgentTask("s", executor, ContextWindow(), registry.list(), "add")
+    assert_type(task.window, ContextManager)
+
+
+def _old_names_still_type_check(executor: Executor, window: ContextWindow) -> None:
+    SubAgentTask("s", executor, cm=window)  # deprecated: warns at run time, never run here

@@ -38,6 +38,8 @@ class NudgeKind(enum.Enum):
     """Most of a budget limit is used: finish with what you have."""
     BUDGET_EXTENDED = "budget_extended"
     """The human extended (or lifted) a budget limit."""
+    INVALID_ANSWER = "invalid_answer"
+    """A text reply taken as the answer did not match the executor's ``output_type``."""
 
 
 @dataclass(slots=True)

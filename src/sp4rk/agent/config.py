@@ -1,4 +1,4 @@
-"""Tunable thresholds, grouped in dataclasses whose defaults are the reference's numbers."""
+"""Tunable thresholds, grouped in dataclasses; the defaults are what the executor ships with."""
 
 from __future__ import annotations
 

@@ -3,9 +3,10 @@
 Events are best-effort observations: the executor calls each method synchronously, and an
 exception raised by one is logged and ignored, so a broken display never stops a run.
 Subclass :class:`Events` and override only what you need: the executor does not even call
-the methods a sink leaves alone. The first thirteen callbacks are the reference's; the rest
-(the run's start and end, each model call, each tool call's record and approvals) are
-sp4rk's own, added as no-ops so that every existing sink keeps working.
+the methods a sink leaves alone. The first thirteen callbacks are the core ones (a step's
+start, thought, calls and results, context fill, finishing, ...); the rest (the run's start and
+end, each model call, each tool call's record and approvals) came later, as no-ops, so that
+every existing sink keeps working.
 """
 
 from __future__ import annotations
@@ -178,7 +179,7 @@ class Events:
 
 NoopEvents = Events
 
-#: Every callback, in order: the reference's thirteen, then sp4rk's own.
+#: Every callback, in order: the thirteen core ones, then the lifecycle ones.
 EVENT_NAMES: tuple[str, ...] = tuple(
     name for name, value in vars(Events).items() if not name.startswith("_") and callable(value)
 )

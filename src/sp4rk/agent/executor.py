@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from sp4rk._internal.aio import run_sync
 from sp4rk._internal.conformance import conforms
@@ -41,6 +42,7 @@ from sp4rk.agent.types import ExecutorResult, Step
 from sp4rk.agent.verify import EditVerifyRunner
 from sp4rk.llm.tokens import SimpleTokenCounter, TokenCounter
 from sp4rk.tools.base import ToolDescriptor
+from sp4rk.tools.builtins.finish import FinishTool
 from sp4rk.tools.context import RunContext
 from sp4rk.tools.result_cache import ToolResultCache
 from sp4rk.tools.stores import InMemoryFactStore
@@ -60,7 +62,7 @@ class Executor:
         events: lifecycle event sink (default: no-op).
         suppress_assistant_events: hide ``assistant_chunk``/``assistant_done`` (sub-agents).
         tool_result_budget: Stage 2 truncation (default: 30 000 tokens, 40 % of the window).
-        circuit_breaker: loop-protection thresholds (default: the reference's numbers).
+        circuit_breaker: loop-protection thresholds (default: ``default_circuit_breaker_config()``).
         hitl: human-in-the-loop handler (default: approves nothing explicitly, denies limits).
         resume_steps: a checkpoint to continue from; seed the context manager with the same
             steps (``ContextWindow.seed_steps``). They count against ``max_steps``. A
@@ -76,6 +78,11 @@ class Executor:
         budget: what the run may spend — tokens, cost, wall-clock time, tool calls (see
             :class:`~sp4rk.agent.Budget`); the spend survives pause and resume in the run
             state. A run whose ``ctx.budget`` carries an account draws from it as well.
+        output_type: the type of the answer, when it should be structured data rather than
+            text: a pydantic model, a dataclass, a ``TypedDict`` (or ``list[...]``, ...). The
+            ``finish`` tool then takes that type's schema, an answer that does not validate
+            is sent back to the model as an error (counted by the parse-error breaker), and
+            ``result.output_data`` holds the validated object (``result.output`` its JSON).
 
     One executor runs one thing at a time: a second ``run`` while one is in flight raises
     ``RuntimeError``. Build a fresh executor per concurrent run (see ``run_sub_agents_parallel``).
@@ -99,6 +106,7 @@ class Executor:
         parallel_tool_calls: bool = False,
         resume_state: RunState | None = None,
         budget: Budget | None = None,
+        output_type: Any = None,
     ) -> None:
         if not conforms(llm, LLMCaller):
             raise TypeError(f"llm must have an async call(request) method, got {llm!r}")
@@ -141,6 +149,7 @@ class Executor:
             tool_cache=ToolResultCache(),
             per_tool_truncation=default_tool_truncation_config(),
             budget=budget,
+            finish=FinishTool(output_type),
         )
         self._resume_state = copy.deepcopy(resume_state)
         self._running = False
@@ -364,6 +373,19 @@ def _check_budget(budget: object) -> None:
 
 def _check_task_tools(task_tools: Sequence[ToolDescriptor]) -> None:
     """Fail fast, with the fix, when ``task_tools`` are not tool descriptors."""
+    if callable(getattr(task_tools, "list", None)) and callable(
+        getattr(task_tools, "execute", None)
+    ):
+        raise TypeError(
+            f"run() takes the tools to offer this run as descriptors, not the "
+            f"{type(task_tools).__name__} itself: pass registry.list() (or a subset of it). "
+            "The Executor was given the registry that runs them."
+        )
+    if isinstance(task_tools, str | bytes) or not isinstance(task_tools, Iterable):
+        raise TypeError(
+            "task_tools must be a list of ToolDescriptor objects (use registry.list()), got "
+            f"{type(task_tools).__name__}"
+        )
     for d in task_tools:
         if not isinstance(d, ToolDescriptor):
             raise TypeError(

@@ -7,7 +7,10 @@ Unlike events, these are control flow: an exception raised by a handler propagat
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from sp4rk.tools.context import RunContext
 
@@ -27,16 +30,51 @@ class StepLimitResponse(enum.Enum):
 
 @dataclass(slots=True)
 class HITLToolDecision:
-    """A verdict on one tool call.
+    """A verdict on one tool call; build it with one of the four constructors.
 
-    ``allow=False`` rejects the call (the model sees ``reason``). ``allow=True`` approves it
-    explicitly, which ``USER_CONFIRM`` tools require; ``modified_input`` replaces the
-    arguments the tool receives.
+    - :meth:`approve` — run the call. ``USER_CONFIRM`` tools (and risky calls after untrusted
+      content) run only with an explicit approval.
+    - :meth:`reject` — do not run it; the model sees ``reason``.
+    - :meth:`modify` — run it with other arguments.
+    - :meth:`no_opinion` — leave it to the tool's policy: an ``ALWAYS_ALLOW`` call runs, one
+      that needs an approval does not. Returning ``None`` means the same.
+
+    ``HITLToolDecision(allow, modified_input=None, reason="")`` still works:
+    ``allow=False`` rejects, ``allow=True`` approves (with ``modified_input``: modifies).
     """
 
     allow: bool
     modified_input: str | None = None
     reason: str = ""
+    abstain: bool = field(default=False, kw_only=True)
+    """No opinion: the tool's policy decides (what :meth:`no_opinion` and ``None`` mean)."""
+
+    @classmethod
+    def approve(cls, reason: str = "") -> HITLToolDecision:
+        """Run the call as the model made it."""
+        return cls(True, reason=reason)
+
+    @classmethod
+    def reject(cls, reason: str = "rejected by user") -> HITLToolDecision:
+        """Do not run the call; ``reason`` is what the model is told."""
+        return cls(False, reason=reason)
+
+    @classmethod
+    def modify(cls, input: str | Mapping[str, Any], reason: str = "") -> HITLToolDecision:
+        """Run the call with ``input`` instead (raw JSON text, or a mapping to serialise)."""
+        if isinstance(input, Mapping):
+            input = json.dumps(dict(input), ensure_ascii=False)
+        elif not isinstance(input, str):
+            raise TypeError(
+                f"modify() takes the new arguments as JSON text or a dict, got "
+                f"{type(input).__name__}"
+            )
+        return cls(True, modified_input=input, reason=reason)
+
+    @classmethod
+    def no_opinion(cls) -> HITLToolDecision:
+        """Leave the call to its policy: it runs unless it needs an approval."""
+        return cls(False, abstain=True)
 
 
 class HITLHandler:
@@ -45,7 +83,12 @@ class HITLHandler:
     async def on_tool_call(
         self, ctx: RunContext, tool_name: str, input: str
     ) -> HITLToolDecision | None:
-        """Approve, reject or modify a call; ``None`` lets it run unchanged (not approved)."""
+        """Approve, reject or modify a call, or have no opinion on it (the default).
+
+        ``ctx.tool_policy`` says whether the call needs an approval (``USER_CONFIRM``) and
+        ``ctx.tool_review`` why. Return ``HITLToolDecision.approve()``, ``.reject(reason)``,
+        ``.modify(arguments)`` or ``.no_opinion()`` (``None`` means the same as the last).
+        """
         return None
 
     async def on_step_limit(

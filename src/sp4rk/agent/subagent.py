@@ -1,7 +1,7 @@
 """Sub-agents: run a task on its own executor, alone or many at once.
 
 An executor runs one thing at a time, so every task brings a fresh ``Executor`` and context
-manager; the LLM caller, the tool registry, the result cache and the stores may be shared.
+window; the LLM caller, the tool registry, the result cache and the stores may be shared.
 
 A task whose ``ctx`` carries a budget account (a tool's own context does, or
 ``RunContext(budget=BudgetAccount(...))``) draws from it: the sub-agent cannot spend more than
@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -26,17 +27,64 @@ from sp4rk.tools.base import ToolDescriptor
 from sp4rk.tools.context import RunContext
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class SubAgentTask:
-    """One task for a sub-agent: its executor, context manager, tools and description."""
+    """One task for a sub-agent: its executor, context window, tools and description.
+
+    ``window`` was called ``cm`` in 0.1 (it is the run's ``ContextWindow``, not a Python
+    context manager); ``cm=`` and ``task.cm`` keep working for one more release, with a
+    ``DeprecationWarning``.
+    """
 
     step_id: str
     executor: Executor
-    cm: ContextManager
+    window: ContextManager
     tools: Sequence[ToolDescriptor]
     description: str
-    events: Events | None = None
-    ctx: RunContext | None = None
+    events: Events | None
+    ctx: RunContext | None
+
+    def __init__(
+        self,
+        step_id: str,
+        executor: Executor,
+        window: ContextManager | None = None,
+        tools: Sequence[ToolDescriptor] = (),
+        description: str = "",
+        events: Events | None = None,
+        ctx: RunContext | None = None,
+        *,
+        cm: ContextManager | None = None,
+    ) -> None:
+        if cm is not None:
+            _warn_cm()
+            if window is not None:
+                raise TypeError("SubAgentTask got both window= and cm=: pass window= only")
+            window = cm
+        if window is None:
+            raise TypeError("SubAgentTask needs window=, the sub-agent's ContextWindow")
+        self.step_id = step_id
+        self.executor = executor
+        self.window = window
+        self.tools = tools
+        self.description = description
+        self.events = events
+        self.ctx = ctx
+
+    @property
+    def cm(self) -> ContextManager:
+        """Deprecated name of :attr:`window`."""
+        _warn_cm()
+        return self.window
+
+
+def _warn_cm() -> None:
+    warnings.warn(
+        "SubAgentTask.cm is deprecated: call it window (SubAgentTask(..., window=...)); "
+        "cm will be removed in the release after next",
+        DeprecationWarning,
+        stacklevel=3,
+    )
 
 
 @dataclass(slots=True)
@@ -66,7 +114,7 @@ async def run_sub_agent(task: SubAgentTask) -> SubAgentResult:
     )
     started = time.perf_counter()
     try:
-        result = await task.executor.run(task.tools, task.cm, ctx)
+        result = await task.executor.run(task.tools, task.window, ctx)
     except asyncio.CancelledError:
         raise
     except Exception as exc:

@@ -33,6 +33,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from sp4rk._internal import safejson
 from sp4rk._internal.text import valid_text
@@ -184,10 +185,39 @@ def classify(
     return api_error(ProviderAPIError, status in (408, 409) or status >= 500)
 
 
-def connection_error(provider: str, exc: BaseException, secrets: Iterable[str]) -> LLMError:
-    """The exception for a call that got no HTTP answer (always retryable)."""
+def connection_error(
+    provider: str, exc: BaseException, secrets: Iterable[str], url: object = None
+) -> LLMError:
+    """The exception for a call that got no HTTP answer (always retryable).
+
+    ``url`` is the server the call went to (the client's base URL): the message names it
+    (without credentials or query), so a wrong ``base_url`` or a server that is not running
+    is plain to see.
+    """
+    secrets = tuple(secrets)
     detail = redact(str(exc), secrets) or type(exc).__name__  # some say nothing: ReadError('')
-    return LLMConnectionError(f"{provider}: connection failed: {detail}", retryable=True)
+    where = _display_url(url)
+    to = f" to {redact(where, secrets)}" if where else ""
+    hint = " (is the server running, and is the base URL right?)" if where else ""
+    return LLMConnectionError(f"{provider}: connection failed{to}: {detail}{hint}", retryable=True)
+
+
+def _display_url(url: object) -> str:
+    """``scheme://host:port/path`` of ``url``, without user info, query or fragment."""
+    if url is None:
+        return ""
+    try:
+        parts = urlsplit(str(url))
+    except ValueError:
+        return ""
+    if not parts.scheme or not parts.hostname:
+        return ""
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    try:
+        port = f":{parts.port}" if parts.port is not None else ""
+    except ValueError:
+        port = ""
+    return f"{parts.scheme}://{host}{port}{parts.path}"
 
 
 def requested_wait(headers: Any) -> float | None:

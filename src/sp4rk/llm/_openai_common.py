@@ -69,7 +69,7 @@ class OpenAIProviderBase(SDKProvider[openai.AsyncOpenAI]):
     def translate(self, exc: Exception) -> LLMError:
         """The sp4rk exception for an ``openai`` SDK exception."""
         if isinstance(exc, openai.APIConnectionError):
-            return connection_error(self.name, exc, self._secrets)
+            return connection_error(self.name, exc, self._secrets, self.base_url)
         if isinstance(exc, openai.APIError):
             status = getattr(exc, "status_code", None)
             return self.api_error(status, exc.body, exc.message, exc.code or "")

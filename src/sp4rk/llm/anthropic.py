@@ -168,7 +168,7 @@ class AnthropicProvider(SDKProvider[anthropic.AsyncAnthropic]):
     def translate(self, exc: Exception) -> LLMError:
         """The sp4rk exception for an ``anthropic`` SDK exception."""
         if isinstance(exc, anthropic.APIConnectionError):
-            return connection_error(self.name, exc, self._secrets)
+            return connection_error(self.name, exc, self._secrets, self.base_url)
         if isinstance(exc, anthropic.APIStatusError):
             return self.api_error(exc.status_code, exc.body, exc.message)
         return LLMError(f"{self.name}: {self.redact(str(exc))}")

@@ -177,6 +177,11 @@ class SDKProvider(Provider, Generic[ClientT]):
         """The SDK client in use."""
         return self._client
 
+    @property
+    def base_url(self) -> object:
+        """The server the client sends to (named in connection errors)."""
+        return getattr(self._client, "base_url", None)
+
     async def aclose(self) -> None:
         """Close the SDK client if this provider built it."""
         if self._owns_client:
@@ -234,7 +239,7 @@ class SDKProvider(Provider, Generic[ClientT]):
             if not _is_http_library_error(exc):
                 raise
             scrub_exception(exc, self._secrets)
-            raise connection_error(self.name, exc, self._secrets) from exc
+            raise connection_error(self.name, exc, self._secrets, self.base_url) from exc
 
     @abstractmethod
     def translate(self, exc: Exception) -> LLMError:

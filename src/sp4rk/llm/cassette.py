@@ -45,6 +45,7 @@ from typing import IO, Any, Self, cast
 
 from sp4rk._internal import safejson
 from sp4rk.llm import _secrets, errors
+from sp4rk.llm._last_told import last_observation
 from sp4rk.llm._secrets import map_strings
 from sp4rk.llm.types import ChatRequest, ChatResponse
 
@@ -180,12 +181,13 @@ class RecordingLLM:
 
     Args:
         inner: the real caller (a provider, a router, ...).
-        path: the cassette file to write.
+        path: the cassette file to write (missing parent folders are created).
     """
 
     def __init__(self, inner: Any, path: str | os.PathLike[str]) -> None:
         self.inner = inner
         self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)  # tests/cassettes/ on first record
         self._file: IO[str] | None = self.path.open("w", encoding="utf-8")
         self._lock = threading.Lock()
 
@@ -309,7 +311,7 @@ class ReplayLLM:
         data = request.to_dict()
         queue = self._answers.get(self._key(data))
         if not queue:
-            raise CassetteMissError(self._miss_message(data))
+            raise CassetteMissError(self._miss_message(request, data))
         record: dict[str, Any] = queue.popleft()
         self._used.add(record["_index"])
         if record.get("error") is not None:
@@ -341,13 +343,14 @@ class ReplayLLM:
         """The request's hash, key-shaped text masked (a recording masks it too)."""
         return request_key(map_strings(request, _mask_key_shaped), self._normalize)
 
-    def _miss_message(self, data: dict[str, Any]) -> str:
+    def _miss_message(self, request: ChatRequest, data: dict[str, Any]) -> str:
         expected = next(
             (req for i, (_, req) in enumerate(self._order) if i not in self._used), None
         )
         head = f"{self.path}: no recorded response for request #{len(self.requests)}"
         if expected is None:
-            return f"{head}: every recorded call was already replayed"
+            told = last_observation(request)
+            return f"{head}: every recorded call was already replayed. {told}".rstrip()
 
         def pretty(value: dict[str, Any]) -> list[str]:
             shown = self._normalize(value) if self._normalize else value

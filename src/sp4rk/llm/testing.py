@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeAlias
 
 from sp4rk._internal.aio import maybe_await
+from sp4rk.llm._last_told import last_observation
 from sp4rk.llm.cassette import CassetteMissError, RecordingLLM, ReplayLLM
 from sp4rk.llm.types import ChatRequest, ChatResponse, Message, TokenUsage, ToolCall
 
@@ -69,9 +70,14 @@ def tool_calls_response(
     )
 
 
-def finish_response(answer: str, *, thought: str = "") -> ChatResponse:
-    """Build a response that calls the ``finish`` tool with ``answer``."""
-    return tool_calls_response(("finish", {"answer": answer}), thought=thought)
+def finish_response(answer: str | Mapping[str, Any], *, thought: str = "") -> ChatResponse:
+    """Build a response that calls the ``finish`` tool with ``answer``.
+
+    A string is a text answer (``{"answer": ...}``); a mapping is the whole input, for an
+    executor with an ``output_type`` (``finish_response({"city": "Paris", "celsius": 21})``).
+    """
+    data = {"answer": answer} if isinstance(answer, str) else dict(answer)
+    return tool_calls_response(("finish", data), thought=thought)
 
 
 def text_response(text: str, *, stop_reason: str = "end_turn") -> ChatResponse:
@@ -140,8 +146,8 @@ class ScriptedLLM(_RecordingLLM):
         if self._next >= len(self._script):
             raise ScriptExhaustedError(
                 f"ScriptedLLM ran out of responses: call {self._next + 1} but only "
-                f"{len(self._script)} were scripted. Add responses to the script, or check why "
-                "the agent did not stop earlier."
+                f"{len(self._script)} were scripted. {last_observation(request)}Add responses "
+                "to the script, or check why the agent did not stop earlier."
             )
         index = self._next
         item = self._script[index]

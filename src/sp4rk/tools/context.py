@@ -1,4 +1,4 @@
-"""``RunContext``: the values a run hands to its tools (Go passes these in ``context.Context``)."""
+"""``RunContext``: the values a run hands to its tools (workspace, stores, budget, ...)."""
 
 from __future__ import annotations
 

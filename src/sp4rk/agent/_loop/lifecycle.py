@@ -54,7 +54,9 @@ async def run_loop(run: RunScope) -> ExecutorResult:
             run.events.step_complete(run.step, time.perf_counter() - started)
         if isinstance(outcome, EndRun):
             finished = outcome.exit_reason in (ExitReason.FINISHED, ExitReason.IMPLICIT_FINISH)
-            return run.result(outcome.output, outcome.exit_reason, finished=finished)
+            return run.result(
+                outcome.output, outcome.exit_reason, finished=finished, responded=True
+            )
         # Wrap-up and checklist-staleness nudges, then compaction
         if outcome.post_checks:
             wrap_up(run)

@@ -175,6 +175,15 @@ def parse_error_note(count: int, error: str, raw_input: str) -> str:
     )
 
 
+def invalid_text_answer(error: str) -> str:
+    """A text reply taken as the answer did not match the run's output type."""
+    why = error.strip().removeprefix("failed to parse input: ")
+    return (
+        "Your reply is not a valid answer: this task's answer must be a `finish` call whose "
+        f"arguments match its schema ({truncate_chars(why, 2000)})."
+    )
+
+
 def parse_error_abort(tool: str, count: int) -> str:
     """Why the run stopped on parse errors."""
     return f"Aborted: {tool} failed to parse input {count} times in a row."

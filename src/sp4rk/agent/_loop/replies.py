@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from sp4rk.agent._loop import nudges
+from sp4rk.agent._loop.answers import refuse_text_answer
 from sp4rk.agent._loop.finish import attempt_finish
 from sp4rk.agent._loop.outcomes import INTERCEPTED, NUDGED, EndRun, StepOutcome
 from sp4rk.agent._loop.reply import Reply
@@ -43,6 +44,11 @@ async def handle_text_reply(run: RunScope, response: ChatResponse) -> StepOutcom
             )
         run.trajectory.nudge(nudge, kind, step=reply.step(first=True))
         return NUDGED
+    if run.tools.finish.typed:
+        try:
+            text, run.answer_data = run.tools.finish.parse_text(text)
+        except ValueError as exc:
+            return await refuse_text_answer(run, reply, str(exc))
     outcome = await attempt_finish(run, text, reply, call=None, call_idx=0)
     run.trajectory.commit()
     return outcome

@@ -77,6 +77,7 @@ class RunScope:
             with_result_reader=self.cache is not None,
             non_cacheable=settings.non_cacheable,
             log=self.log,
+            finish=settings.finish,
         )
         resumed = settings.resume_steps
         if state is None:
@@ -99,6 +100,8 @@ class RunScope:
         """The model the caller says it calls: prices the first call of a cost budget."""
         self.latest_text = ""
         """The latest non-empty text the model wrote in this run (the best answer so far)."""
+        self.answer_data: Any = None
+        """The latest answer validated against the output type (``output_type`` only)."""
         self.ctx = ctx.replace(budget=self.budget)
         self.tool_ctx = self.ctx.replace(
             tool_result_cache=self.cache, per_tool_truncation=settings.per_tool_truncation
@@ -158,8 +161,13 @@ class RunScope:
             self.budget.flush_clock()
             self.journal.on_boundary(self.trajectory.unjournaled(), self.state)
 
-    def result(self, output: str, exit_reason: ExitReason, *, finished: bool) -> ExecutorResult:
-        """The run's result; commits pending steps first."""
+    def result(
+        self, output: str, exit_reason: ExitReason, *, finished: bool, responded: bool = False
+    ) -> ExecutorResult:
+        """The run's result; commits pending steps first.
+
+        ``responded``: the run ends after this step's model response (which then counts).
+        """
         self.trajectory.commit()
         self.save_interjection()
         self.budget.flush_clock()
@@ -175,6 +183,8 @@ class RunScope:
             state=self.state,
             usage=spent.usage,
             cost_usd=spent.cost,
+            output_data=self.answer_data if exit_reason in _ANSWERED else None,
+            model_responses=self.state.iteration + responded,
         )
 
     def restore_interjection(self) -> None:
@@ -188,6 +198,12 @@ class RunScope:
         """Keep a resume interjection the context manager has not retired yet in the state."""
         if self.interjections is not None:
             self.state.keep_interjection(self.interjections.pending_user_interjection)
+
+
+#: Exit reasons whose output is the model's answer (and ``output_data`` its validated form).
+_ANSWERED = frozenset(
+    {ExitReason.FINISHED, ExitReason.IMPLICIT_FINISH, ExitReason.MUTATION_REQUIRED}
+)
 
 
 def _model_of(llm: object) -> str:

@@ -16,6 +16,7 @@ from sp4rk.agent.taint import TaintPolicy
 from sp4rk.agent.types import Step
 from sp4rk.agent.verify import EditVerifyRunner
 from sp4rk.llm.tokens import TokenCounter
+from sp4rk.tools.builtins.finish import FinishTool
 from sp4rk.tools.context import RunContext
 from sp4rk.tools.result_cache import ToolResultCache
 from sp4rk.tools.truncation import ToolTruncationConfig
@@ -64,3 +65,5 @@ class ExecutorSettings:
     audit_log: AuditLog | None = None
     journal: RunJournal | None = None
     budget: Budget | None = None
+    finish: FinishTool = field(default_factory=FinishTool)
+    """The ``finish`` tool offered to every run (typed with ``output_type``)."""

@@ -43,7 +43,7 @@ from sp4rk.agent.taint import escalation
 from sp4rk.agent.types import ExitReason, NudgeKind, Step
 from sp4rk.llm.types import ChatResponse, ToolCall
 from sp4rk.tools.base import PARSE_ERROR_PREFIX, ToolPolicy, ToolResult, ToolReview
-from sp4rk.tools.builtins.finish import FINISH_TOOL_NAME, parse_finish_answer
+from sp4rk.tools.builtins.finish import FINISH_TOOL_NAME
 from sp4rk.tools.result_cache import compute_tool_result_hash
 
 
@@ -142,7 +142,7 @@ async def _run_batch(
 
 async def _finish_call(run: RunScope, call: ToolCall, idx: int, reply: Reply) -> CallOutcome:
     try:
-        answer = parse_finish_answer(call.input)
+        answer, run.answer_data = run.tools.finish.parse(call.input)
     except ValueError as exc:
         return await _finish_parse_error(run, call, idx, reply, str(exc))
     outcome = await attempt_finish(run, answer, reply, call=call, call_idx=idx)
@@ -261,7 +261,8 @@ async def _ask_human(
         ctx = ctx.replace(tool_policy=ToolPolicy.USER_CONFIRM, tool_review=why)
     elif review is not None:
         ctx = ctx.replace(tool_policy=review.policy, tool_review=review.reason)
-    return await run.settings.hitl.on_tool_call(ctx, name, raw)
+    decision = await run.settings.hitl.on_tool_call(ctx, name, raw)
+    return None if decision is None or decision.abstain else decision  # no opinion
 
 
 async def _audit(

@@ -42,8 +42,11 @@ class ToolBox:
         with_result_reader: bool,
         non_cacheable: set[str],
         log: Log,
+        finish: FinishTool = _FINISH,
     ) -> None:
         self._tools = tools
+        self.finish = finish
+        """The run's ``finish`` tool (typed when the executor has an ``output_type``)."""
         self._log = log
         self._non_cacheable = non_cacheable
         self.definitions: list[ToolDefinition] = []
@@ -64,9 +67,9 @@ class ToolBox:
                 )
             )
         if FINISH_TOOL_NAME not in self._traits:
-            self._traits[FINISH_TOOL_NAME] = _FINISH.traits
+            self._traits[FINISH_TOOL_NAME] = finish.traits
             self.definitions.append(
-                ToolDefinition(FINISH_TOOL_NAME, _FINISH.description, _FINISH.input_schema)
+                ToolDefinition(FINISH_TOOL_NAME, finish.description, finish.input_schema)
             )
         self.offered = frozenset(self._traits)
         # Capabilities, decided once: runtime protocol checks are slow on the hot path.

@@ -1,4 +1,4 @@
-"""Built-in tools, under the tool names the reference uses.
+"""Built-in tools: files, search, the shell and the web, confined to a workspace.
 
 ``builtin_tools(workspace)`` returns every built-in bound to a workspace;
 ``register_builtins(registry, workspace)`` adds them to a registry in one call. The
@@ -100,7 +100,7 @@ _TOOL_NAMES = frozenset(
     }
 )  # fmt: skip
 #: Names MCP tools may never take, whether or not the host registered these built-ins: the
-#: tools above, the executor's own tools, and the reference's other tool names.
+#: tools above, the executor's own tools, and other names agents know as built-ins.
 RESERVED_TOOL_NAMES = _TOOL_NAMES | {
     "finish", "tool_result_read", "update_checklist", "store_fact", "search_facts", "grep",
     "posh_exec", "batch",
