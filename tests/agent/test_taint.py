@@ -113,7 +113,7 @@ def test_a_rejection_is_logged_and_nothing_runs() -> None:
     human = Approver(HITLToolDecision(allow=False, reason="suspicious"))
     written, result, audit = run_after_fetch(human)
     assert written == [] and "[Tool call rejected: suspicious]" in result.steps[1].observation
-    assert [e.decision for e in audit.entries] == ["rejected"]
+    assert [(e.decision, e.human_reason) for e in audit.entries] == [("rejected", "suspicious")]
 
 
 def test_calls_in_the_same_response_as_the_untrusted_read_are_not_escalated() -> None:

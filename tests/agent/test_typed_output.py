@@ -162,6 +162,15 @@ def test_a_type_pydantic_cannot_validate_is_refused_at_construction() -> None:
         Executor(ScriptedLLM([]), Registry(), 5, output_type=object())
 
 
+@pytest.mark.parametrize(
+    ("output_type", "says"),
+    [("Weather", "not the string 'Weather'"), (object, "accepts any answer"), (Any, "accepts")],
+)
+def test_an_output_type_that_cannot_type_an_answer_is_refused(output_type: Any, says: str) -> None:
+    with pytest.raises(TypeError, match=says):
+        Executor(ScriptedLLM([]), Registry(), 5, output_type=output_type)
+
+
 def test_to_dict_gives_the_answer_as_json() -> None:
     result, _, _ = run([finish_with({"city": "Paris", "celsius": 1})], output_type=Weather)
     data = result.to_dict()

@@ -43,6 +43,8 @@ class AuditEntry(Serializable):
     reason: str
     """Why approval was needed: the policy, a judge's finding, or the taint."""
     plan_step_id: str = ""
+    human_reason: str = ""
+    """What the human gave as the reason for the decision (a rejection's reason), if any."""
 
     @classmethod
     def now(
@@ -56,6 +58,7 @@ class AuditEntry(Serializable):
         decided_by: str,
         reason: str,
         plan_step_id: str = "",
+        human_reason: str = "",
     ) -> AuditEntry:
         """An entry stamped with the current time and the arguments' hash."""
         digest = hashlib.sha256(arguments.encode("utf-8", "replace")).hexdigest()
@@ -70,6 +73,7 @@ class AuditEntry(Serializable):
             decided_by=decided_by,
             reason=reason,
             plan_step_id=plan_step_id,
+            human_reason=human_reason,
         )
 
 

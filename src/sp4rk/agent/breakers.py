@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from sp4rk._internal.serde import Serializable
+from sp4rk._internal.text import truncate_chars
 from sp4rk.agent._loop import nudges
 from sp4rk.agent.config import MAX_CYCLE_PERIOD, CircuitBreakerConfig
 from sp4rk.agent.exit_reason import ExitReason
@@ -237,10 +238,13 @@ class ParseErrorBreaker(Breaker):
 
     name: ClassVar[str] = "parse_error"
     tool: str = ""
+    last_error: str = ""
+    """The latest parse error (cut short): the abort says why the input kept failing."""
 
     def observe(self, result: CallResult, cfg: CircuitBreakerConfig) -> Verdict:
         """Count a parse error of the same tool; a success resets, other failures do not."""
         if result.parse_error:
+            self.last_error = truncate_chars(result.content.strip(), MAX_LAST_ERROR_CHARS)
             if result.tool == self.tool:
                 self.count += 1
             else:
@@ -256,12 +260,15 @@ class ParseErrorBreaker(Breaker):
         return Trip(
             "",  # parse errors are noted in the observation, never a separate nudge
             "parse_error_nudge",
-            nudges.parse_error_abort(tool, self.count),
+            nudges.parse_error_abort(tool, self.count, self.last_error),
             "parse_error_abort",
             ExitReason.PARSE_ERROR_ABORT,
             {"tool": tool, "consecutive_parse_errors": self.count},
         )
 
+
+#: How much of the last parse error the parse-error breaker keeps (it is saved with the state).
+MAX_LAST_ERROR_CHARS = 500
 
 # Results that report nothing, however they are worded: empty JSON, "no matches", "0 results".
 _NOTHING = re.compile(

@@ -112,8 +112,9 @@ class Executor:
             raise TypeError(f"llm must have an async call(request) method, got {llm!r}")
         if not conforms(tools, ToolExecutor):
             raise TypeError(
-                "tools must satisfy ToolExecutor (execute, get_tool_source, is_tool_untrusted, "
-                f"cache_strategy); got {tools!r}. Use sp4rk.tools.Registry."
+                "tools must be a sp4rk.tools.Registry (or satisfy ToolExecutor: execute, "
+                f"get_tool_source, is_tool_untrusted, cache_strategy); got "
+                f"{type(tools).__name__}. For a list of tools, pass Registry(the_list)."
             )
         if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
             raise ValueError(f"max_steps must be a positive int, got {max_steps!r}")

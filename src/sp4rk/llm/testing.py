@@ -145,8 +145,8 @@ class ScriptedLLM(_RecordingLLM):
         self._record(request)
         if self._next >= len(self._script):
             raise ScriptExhaustedError(
-                f"ScriptedLLM ran out of responses: call {self._next + 1} but only "
-                f"{len(self._script)} were scripted. {last_observation(request)}Add responses "
+                f"ScriptedLLM ran out of responses: call {self._next + 1}, but the script has "
+                f"{len(self._script)}. {last_observation(request)}Add responses "
                 "to the script, or check why the agent did not stop earlier."
             )
         index = self._next

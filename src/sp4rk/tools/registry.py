@@ -96,8 +96,9 @@ class Registry:
         """
         if not conforms(tool, Tool):
             raise TypeError(
-                f"{tool!r} is not a Tool: it needs name, description, input_schema, "
-                "default_policy, is_untrusted and an async execute(ctx, input)"
+                f"{tool!r} is not a Tool: decorate a function with @sp4rk.tools.tool to make "
+                "one, or give the object name, description, input_schema, default_policy, "
+                "is_untrusted and an async execute(ctx, input)"
             )
         category = source_category or ("core" if source in ("", "core") else "mcp")
         existing = self._entries.get(tool.name)

@@ -163,15 +163,14 @@ def no_progress_abort(count: int) -> str:
     return f"Aborted: {count} tool calls in a row brought no new information."
 
 
-def parse_error_note(count: int, error: str, raw_input: str) -> str:
-    """Appended to an input-parse error: what was wrong and how to reply."""
+def parse_error_note(count: int, raw_input: str) -> str:
+    """Appended to an input-parse error (which says what was wrong): how to reply."""
     excerpt = truncate_chars(raw_input.strip(), 300) or "(empty)"
     return (
-        f"[Parse error {count} in a row: the arguments were malformed.\n"
-        f"Error: {truncate_chars(error.strip(), 200)}\n"
+        f"[Parse error {count} in a row: the arguments above were not accepted.\n"
         f"Your arguments: {excerpt}\n"
-        "Reply with only a valid JSON tool call matching the schema: no prose, no code fences. "
-        "If this keeps failing, try another approach.]"
+        "Call the tool again with arguments that match its schema, as JSON only: no prose, no "
+        "code fences. If this keeps failing, try another approach.]"
     )
 
 
@@ -184,9 +183,10 @@ def invalid_text_answer(error: str) -> str:
     )
 
 
-def parse_error_abort(tool: str, count: int) -> str:
-    """Why the run stopped on parse errors."""
-    return f"Aborted: {tool} failed to parse input {count} times in a row."
+def parse_error_abort(tool: str, count: int, last_error: str = "") -> str:
+    """Why the run stopped on parse errors, with the last one."""
+    why = f" The last error: {last_error.strip()}" if last_error.strip() else ""
+    return f"Aborted: {tool} failed to parse input {count} times in a row.{why}"
 
 
 NOT_EXECUTED_PREFIX = "Not executed"

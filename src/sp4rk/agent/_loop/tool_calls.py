@@ -160,7 +160,7 @@ async def _finish_parse_error(
     if verdict is Verdict.ABORT:
         return await _breaker_trip(run, step, breaker, verdict)
     run.diag("parse_error_nudge", tool=FINISH_TOOL_NAME, consecutive_parse_errors=breaker.count)
-    step.observation += "\n\n" + nudges.parse_error_note(breaker.count, error, call.input)
+    step.observation += "\n\n" + nudges.parse_error_note(breaker.count, call.input)
     run.trajectory.record(step)
     return RAN
 
@@ -288,6 +288,7 @@ async def _audit(
         decided_by="policy" if by is None else f"hitl:{type(run.settings.hitl).__name__}",
         reason=reason,
         plan_step_id=run.settings.plan_step_id,
+        human_reason="" if by is None else by.reason,
     )
     if log is not None:
         await asyncio.to_thread(log.record, entry)  # a file log writes and syncs: off the loop
@@ -337,7 +338,7 @@ async def _complete(
         notes = "\n" + valid_text(result.notes) + notes
     if verdict is Verdict.NUDGE and breaker is run.state.breakers.parse_error:
         run.diag("parse_error_nudge", tool=name, consecutive_parse_errors=breaker.count)
-        notes += "\n\n" + nudges.parse_error_note(breaker.count, content, a.exec_input)
+        notes += "\n\n" + nudges.parse_error_note(breaker.count, a.exec_input)
         verdict = Verdict.OK
     note_call(run, name, is_error=is_error)
     if last and run.state.verify_pending:

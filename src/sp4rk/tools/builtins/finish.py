@@ -68,6 +68,16 @@ class FinishTool:
         self._wrapped = True
         if output_type is None:
             return
+        if isinstance(output_type, str):
+            raise TypeError(
+                f"output_type must be a type, not the string {output_type!r}: pass the type "
+                "itself (output_type=MyModel)"
+            )
+        if output_type is object or output_type is Any:
+            raise TypeError(
+                f"output_type={getattr(output_type, '__name__', output_type)} accepts any answer "
+                "at all: leave output_type unset for a text answer, or give the answer's type"
+            )
         from pydantic import PydanticUserError, TypeAdapter
 
         try:
