@@ -351,7 +351,14 @@ def test_more_contract_signatures() -> None:
         "ctx",
     ]
     assert params(SubAgentTask.__init__)[-1] == "cm"
-    assert fields(SubAgentResult) == ["step_id", "output", "steps", "error", "success"]
+    assert fields(SubAgentResult) == [
+        "step_id",
+        "output",
+        "steps",
+        "error",
+        "success",
+        "output_data",  # added: a typed sub-agent's answer
+    ]
     assert fields(ToolDescriptor) == [
         "name",
         "description",

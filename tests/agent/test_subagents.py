@@ -124,3 +124,23 @@ def test_a_task_without_its_window_says_which_argument_is_missing() -> None:
         pytest.raises(TypeError, match="both window= and cm="),
     ):
         SubAgentTask("s", executor, ContextWindow(), cm=ContextWindow())
+
+
+async def test_a_typed_sub_agent_hands_back_its_validated_answer() -> None:
+    from pydantic import BaseModel
+
+    class Capital(BaseModel):
+        country: str
+        city: str
+
+    tools = echo_tools()
+    llm = ScriptedLLM([finish_response({"country": "France", "city": "Paris"})])
+    sub = SubAgentTask(
+        "s1",
+        Executor(llm, tools, 5, output_type=Capital),
+        ContextWindow(task="capital of France"),
+        tools.list(),
+        "find the capital",
+    )
+    result = await run_sub_agent(sub)
+    assert result.success and result.output_data == Capital(country="France", city="Paris")

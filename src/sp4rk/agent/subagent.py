@@ -17,6 +17,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from sp4rk.agent._loop.replies import looks_like_printed_tool_call
 from sp4rk.agent.events import Events
@@ -96,6 +97,8 @@ class SubAgentResult:
     steps: list[Step] = field(default_factory=list)
     error: BaseException | None = None
     success: bool = False
+    output_data: Any = None
+    """The validated answer when the sub-agent's executor has an ``output_type``."""
 
 
 class SubAgentError(RuntimeError):
@@ -134,7 +137,9 @@ async def run_sub_agent(task: SubAgentTask) -> SubAgentResult:
         )
     success = error is None
     _safe(events.sub_agent_complete, task.step_id, success, time.perf_counter() - started)
-    return SubAgentResult(task.step_id, result.output, list(result.steps), error, success)
+    return SubAgentResult(
+        task.step_id, result.output, list(result.steps), error, success, result.output_data
+    )
 
 
 async def run_sub_agents_parallel(tasks: Sequence[SubAgentTask]) -> list[SubAgentResult]:
