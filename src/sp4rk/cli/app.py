@@ -15,6 +15,7 @@ import click
 
 from sp4rk import __version__
 from sp4rk.cli import listing
+from sp4rk.cli.batch import batch
 from sp4rk.cli.config import (
     APPROVE_MODES,
     FileConfig,
@@ -119,6 +120,9 @@ def cli(ctx: click.Context, verbose: int) -> int:
     if ctx.invoked_subcommand is None:
         click.echo(ctx.get_help())
     return EXIT_FINISHED
+
+
+cli.add_command(batch)
 
 
 def _run_options(fn: Callable[P, int]) -> Callable[P, int]:

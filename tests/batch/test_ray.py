@@ -1,0 +1,108 @@
+"""``run_batch(ray=True)``: the same tasks as Ray tasks on a local Ray instance.
+
+One Ray instance serves every test here (``ray_session``). A Ray worker killed with
+``kill -9`` mid-task is retried: the new attempt takes the run over and resumes it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sp4rk.batch import BatchReport, run_batch
+from sp4rk.store import SQLiteRunStore
+from tests.batch.helpers import (
+    expected_line,
+    factory,
+    kill_leftovers,
+    result_lines,
+    stable,
+    wait_for_file,
+    write_batch,
+)
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def test_a_200_task_batch_on_ray_gives_the_lines_of_a_local_batch(
+    tmp_path: Path, ray_session: Any
+) -> None:
+    tasks = write_batch(tmp_path, 200)
+    local_out, ray_out = tmp_path / "local.jsonl", tmp_path / "ray.jsonl"
+    run_batch(
+        tasks,
+        local_out,
+        store=tmp_path / "local.db",
+        model_factory=factory(tmp_path),
+        concurrency=16,
+        approve="auto",
+    )
+    report = run_batch(
+        tasks,
+        ray_out,
+        store=tmp_path / "ray.db",
+        model_factory=factory(tmp_path),
+        concurrency=16,
+        approve="auto",
+        ray=True,
+    )
+    assert report.backend == "ray" and report.done and report.completed == 200
+    assert report.steps == 400 and report.cpu_seconds > 0
+    ray_lines = result_lines(ray_out)
+    assert len(ray_lines) == 200
+    assert stable(ray_lines) == stable(result_lines(local_out))
+    assert stable(ray_lines) == stable([expected_line(i) for i in range(200)])
+    written = sorted(p.read_text() for p in (tmp_path / "ray.batch").glob("workspaces/*/out.txt"))
+    assert written == sorted(f"task {i}\n" for i in range(200))
+
+
+def test_a_killed_ray_worker_is_retried_and_its_run_resumed(
+    tmp_path: Path, ray_session: Any
+) -> None:
+    slow = "echo ran >> marker.txt && sleep 20"
+    tasks = write_batch(tmp_path, 12, slow={5: slow})
+    out, store = tmp_path / "results.jsonl", tmp_path / "runs.db"
+    reports: list[BatchReport] = []
+    batch = threading.Thread(
+        target=lambda: reports.append(
+            run_batch(
+                tasks,
+                out,
+                store=store,
+                model_factory=factory(tmp_path),
+                concurrency=4,
+                approve="auto",
+                ray=True,
+            )
+        )
+    )
+    batch.start()
+    marker = wait_for_file(tmp_path, "results.batch/workspaces/t5-*/marker.txt")
+    with SQLiteRunStore(store) as opened:
+        link = opened.batch_task(str(out.resolve()), "t5")
+        assert link is not None
+        owner = opened.get_run(link.run_id).owner
+    worker = int(owner.rpartition(":")[2])
+    assert worker != os.getpid()
+    os.kill(worker, signal.SIGKILL)
+    batch.join(timeout=240)
+    assert not batch.is_alive()
+    kill_leftovers(marker.parent)
+
+    (report,) = reports
+    assert report.done and report.retries == 1
+    assert report.failures == {"worker died": 1}
+    lines = result_lines(out)
+    assert len(lines) == 12 and len({line["id"] for line in lines}) == 12
+    by_id = {line["id"]: line for line in lines}
+    assert by_id["t5"]["finished"] and by_id["t5"]["steps"] == 3
+    assert marker.read_text() == "ran\n"  # the cut call was not run again
+    with SQLiteRunStore(store) as opened:
+        steps = opened.steps(by_id["t5"]["run_id"])
+        assert len(opened.list_runs()) == 12
+    assert "outcome" in steps[0].observation.lower()
