@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import io
 import json
 import signal
 import subprocess
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
+from sp4rk.batch import BatchResult
+from sp4rk.cli.batch import RichProgress
 from sp4rk.store import SQLiteRunStore
 from tests.batch.helpers import (
     expected_line,
@@ -149,3 +153,24 @@ def test_kill_9_of_the_batch_process_loses_and_repeats_nothing(tmp_path: Path) -
         runs = store.list_runs()
         assert len(runs) == 40 and {r.status for r in runs} == {"finished"}
         assert "outcome" in store.steps(by_id["t7"]["run_id"])[0].observation.lower()
+
+
+def test_on_a_terminal_a_live_bar_shows_done_running_failed_tokens_and_cost() -> None:
+    screen = io.StringIO()
+    bar = RichProgress(Console(file=screen, force_terminal=True, width=120))
+    bar.batch_started(backend="local", tasks=3, skipped=1, to_run=2)
+    bar.task_started("a")
+    bar.task_started("b")
+    common = {"run_id": "r", "steps": 2, "input_tokens": 1500, "output_tokens": 20}
+    bar.task_ended(
+        BatchResult(id="a", exit_reason="finished", finished=True, output="ok", cost_usd=0.01,
+                    seconds=1.0, **common)  # type: ignore[arg-type]
+    )  # fmt: skip
+    bar.task_ended(
+        BatchResult(id="b", exit_reason="error", finished=False, output="", cost_usd=0.02,
+                    seconds=1.0, error="rate limited", **common)  # type: ignore[arg-type]
+    )  # fmt: skip
+    bar.batch_ended(None)  # type: ignore[arg-type]
+    shown = screen.getvalue()
+    assert "✗ b: rate limited" in shown
+    assert "3/3" in shown and "running 0 · failed 1 · 3.0k tokens · $0.0300" in shown

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from sp4rk.batch import BatchReport, run_batch
+from sp4rk.batch import BatchError, BatchReport, run_batch
+from sp4rk.batch.on_ray import _check_store_is_shared
 from sp4rk.store import SQLiteRunStore
 from tests.batch.helpers import (
     expected_line,
@@ -106,3 +107,17 @@ def test_a_killed_ray_worker_is_retried_and_its_run_resumed(
         steps = opened.steps(by_id["t5"]["run_id"])
         assert len(opened.list_runs()) == 12
     assert "outcome" in steps[0].observation.lower()
+
+
+def test_a_file_store_is_refused_on_a_cluster_of_several_nodes() -> None:
+    class Cluster:
+        def __init__(self, alive: int) -> None:
+            self.alive = alive
+
+        def nodes(self) -> list[dict[str, Any]]:
+            return [{"Alive": True}] * self.alive + [{"Alive": False}]
+
+    _check_store_is_shared(Cluster(1), "/tmp/runs.db")
+    _check_store_is_shared(Cluster(3), "postgresql://sp4rk@db/sp4rk")
+    with pytest.raises(BatchError, match=r"has 3 nodes.*pass --store postgresql://"):
+        _check_store_is_shared(Cluster(3), "/tmp/runs.db")

@@ -154,6 +154,8 @@ def test_recovery_counts_the_tokens_of_a_cut_response_exactly_once(store: SQLRun
         executor.run_sync(tools.list(), window)
     saved = store.state(run_id)
     assert saved is not None and saved.budget.input_tokens == 1010  # settled before the cut
+    assert store.run_seconds(run_id) == saved.budget.seconds > 0
+    assert store.run_seconds(new_run(store)) == 0.0
 
     checkpoint = store.recover(run_id)
     assert checkpoint.state is not None and checkpoint.state.budget.input_tokens == 1010

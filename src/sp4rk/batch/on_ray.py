@@ -22,6 +22,8 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+import signal
+import threading
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -29,11 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from sp4rk.batch.driver import BatchControl, Driver
+from sp4rk.batch.errors import BatchError
 from sp4rk.batch.models import ModelCache, ModelFactory
 from sp4rk.batch.runner import BatchSettings, TaskEnv, TaskOutcome, failed_early, run_task
 from sp4rk.batch.tasks import BatchTask
 from sp4rk.batch.workspace import pack, unpack
-from sp4rk.store import SQLRunStore, StoreError, open_store
+from sp4rk.store import POSTGRES_SCHEMES, SQLRunStore, StoreError, open_store
 
 _log = logging.getLogger("sp4rk.batch")
 
@@ -71,22 +74,43 @@ def run_on_ray(
     concurrency: int,
     address: str | None,
     cpus_per_task: float,
-) -> None:
+) -> float:
     """Run ``tasks`` as Ray tasks until each has a result, or the batch is paused or stopped.
 
     Connects to the cluster at ``address`` (``None``: ``$RAY_ADDRESS``, else a new local Ray
     instance) unless Ray is initialised already; a Ray instance started here is shut down at
     the end.
+
+    Returns:
+        The seconds it took to connect to Ray (or start it).
     """
     ray = import_ray()
+    started = time.monotonic()
     started_here = not ray.is_initialized()
     if started_here:
+        on_terminate = signal.getsignal(signal.SIGTERM)
         ray.init(address=address or None, include_dashboard=False)
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, on_terminate)  # ray.init made SIGTERM exit at once
+    startup = time.monotonic() - started
     try:
+        _check_store_is_shared(ray, settings.store)
         _schedule(ray, tasks, settings, factory, driver, control, concurrency, cpus_per_task)
     finally:
         if started_here:
             ray.shutdown()
+    return startup
+
+
+def _check_store_is_shared(ray: Any, store: str) -> None:
+    """Refuse an SQLite store on a cluster of several nodes: each node would open its own."""
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    if len(nodes) > 1 and not store.startswith(POSTGRES_SCHEMES):
+        raise BatchError(
+            f"this Ray cluster has {len(nodes)} nodes, and the runs store {store} is a file that "
+            "each node would open on its own disk; pass --store postgresql://USER@HOST/DB, a "
+            "store every node reaches"
+        )
 
 
 def _schedule(

@@ -1,8 +1,9 @@
 """The throughput report of a batch: how fast, how concurrent, how cheap per step, what failed.
 
-- **tasks/s**: result lines written by this invocation over its wall-clock time.
-- **model-call concurrency**: model calls in flight, averaged over the batch's wall-clock time
-  (the sum of every call's duration over the wall time), and the most at once.
+- **tasks/s**: result lines written by this invocation over its wall-clock time (less the
+  time it took to connect to Ray, reported apart).
+- **model-call concurrency**: model calls in flight, averaged over that time (the sum of every
+  call's duration over it), and the most at once.
 - **executor CPU per step**: CPU time of the processes that drove the runs (the executor,
   tools, store writes, the scheduler) over the steps they took. Locally that is this process;
   on Ray, the workers' CPU time while running tasks.
@@ -44,6 +45,9 @@ class BatchReport:
     """Attempts that continued a run from the store."""
     retries: int
     seconds: float
+    """Wall-clock time of the invocation, ``startup_seconds`` included."""
+    startup_seconds: float
+    """Of ``seconds``: connecting to Ray (starting a local instance takes seconds)."""
     steps: int
     model_calls: int
     concurrency_mean: float
@@ -57,8 +61,9 @@ class BatchReport:
 
     @property
     def tasks_per_second(self) -> float:
-        """Result lines written per wall-clock second."""
-        return self.completed / self.seconds if self.seconds > 0 else 0.0
+        """Result lines written per wall-clock second, once the tasks could start."""
+        running = self.seconds - self.startup_seconds
+        return self.completed / running if running > 0 else 0.0
 
     @property
     def cpu_per_step_ms(self) -> float | None:
@@ -77,6 +82,7 @@ class BatchReport:
         per_step = self.cpu_per_step_ms
         data["cpu_per_step_ms"] = None if per_step is None else round(per_step, 3)
         data["seconds"] = round(self.seconds, 3)
+        data["startup_seconds"] = round(self.startup_seconds, 3)
         data["cpu_seconds"] = round(self.cpu_seconds, 3)
         data["concurrency_mean"] = round(self.concurrency_mean, 2)
         return data
@@ -91,8 +97,13 @@ class BatchReport:
             f"{self.paused} left, of {self.tasks} tasks",
             f"  finished {self.finished} · unfinished {self.unfinished} · failed {self.failed} · "
             f"resumed {self.resumed} · retries {self.retries}",
-            f"  throughput {self.tasks_per_second:,.1f} tasks/s ({self.seconds:,.1f} s) · "
-            f"{self.steps:,} steps · {self.model_calls:,} model calls",
+            f"  throughput {self.tasks_per_second:,.1f} tasks/s ({self.seconds:,.1f} s"
+            + (
+                f", {self.startup_seconds:,.1f} s of it starting Ray"
+                if self.startup_seconds
+                else ""
+            )
+            + f") · {self.steps:,} steps · {self.model_calls:,} model calls",
             f"  model-call concurrency: mean {self.concurrency_mean:,.1f}, peak "
             f"{self.concurrency_peak:,}",
             f"  executor CPU per step: {cpu} ({self.cpu_seconds:,.1f} s CPU)",
@@ -152,12 +163,14 @@ class Tally:
         if not result.finished and not result.failed:
             self.failures[result.exit_reason] += 1
 
-    def report(self, seconds: float, cpu_seconds: float | None = None) -> BatchReport:
+    def report(
+        self, seconds: float, cpu_seconds: float | None = None, startup_seconds: float = 0.0
+    ) -> BatchReport:
         """The report over ``seconds`` of wall time.
 
         ``cpu_seconds`` replaces the sum of the attempts' CPU where one process drove them all.
         """
-        mean, peak = concurrency(self.calls, seconds)
+        mean, peak = concurrency(self.calls, seconds - startup_seconds)
         costs = [r.cost_usd for r in self.written]
         return BatchReport(
             backend=self.backend,
@@ -171,6 +184,7 @@ class Tally:
             resumed=self.resumed,
             retries=self.retries,
             seconds=seconds,
+            startup_seconds=startup_seconds,
             steps=self.steps,
             model_calls=len(self.calls),
             concurrency_mean=mean,

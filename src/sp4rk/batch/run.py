@@ -109,12 +109,13 @@ def run_batch(
             backend=backend, tasks=tally.tasks, skipped=tally.skipped, to_run=len(to_run)
         )
         wall, cpu = time.monotonic(), time.process_time()
+        startup = 0.0
         if ray is False:
             asyncio.run(_here(to_run, settings, model_factory, driver, control, concurrency))
             cpu_seconds: float | None = time.process_time() - cpu
         else:
             _check_models(to_run, settings, ModelCache(model_factory), close=True)
-            run_on_ray(
+            startup = run_on_ray(
                 to_run,
                 settings,
                 model_factory,
@@ -125,7 +126,7 @@ def run_batch(
                 cpus_per_task=ray_cpus,
             )
             cpu_seconds = None  # the workers' CPU, summed from their attempts
-        report = tally.report(time.monotonic() - wall, cpu_seconds)
+        report = tally.report(time.monotonic() - wall, cpu_seconds, startup)
     listener.batch_ended(report)
     return report
 

@@ -64,6 +64,7 @@ WORKSPACE_RESTORED = (
     "the files before relying on earlier results."
 )
 
+
 @functools.cache
 def shared_tools() -> tuple[Tool, ...]:
     """The built-in tools, built once per process for every run.
@@ -294,7 +295,6 @@ def _end(
 def read_result(task_id: str, store: SQLRunStore, run_id: str) -> BatchResult:
     """The result line of an ended run, read from the store (a line written again is equal)."""
     record = store.get_run(run_id)
-    state = store.state(run_id)
     return BatchResult(
         id=task_id,
         run_id=record.id,
@@ -305,7 +305,7 @@ def read_result(task_id: str, store: SQLRunStore, run_id: str) -> BatchResult:
         input_tokens=record.input_tokens,
         output_tokens=record.output_tokens,
         cost_usd=record.cost_usd,
-        seconds=state.budget.seconds if state is not None else 0.0,
+        seconds=store.run_seconds(run_id),
         error=record.error,
     )
 

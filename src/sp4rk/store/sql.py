@@ -358,6 +358,18 @@ class SQLRunStore:
             return None
         return self._typed(RunState, rows[0][0], f"state of run {run_id!r}")
 
+    def run_seconds(self, run_id: str) -> float:
+        """Wall-clock seconds the run has run, from its saved state (without decoding it all)."""
+        rows = self._query("SELECT state FROM runs WHERE id = ?", (run_id,))
+        if not rows or rows[0][0] is None:
+            return 0.0
+        data = self._load(rows[0][0], f"state of run {run_id!r}")
+        budget = data.get("budget") if isinstance(data, dict) else None
+        seconds = budget.get("seconds", 0.0) if isinstance(budget, dict) else 0.0
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
+            raise StoreCorruptError(f"the runs store {self.location} holds a malformed state")
+        return float(seconds)
+
     def ledger(self, run_id: str) -> list[LedgerEntry]:
         """Every tool call of the run the ledger knows, in order."""
         rows = self._query(
