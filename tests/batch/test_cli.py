@@ -11,7 +11,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+import sp4rk.cli.batch as batch_module
 from sp4rk.batch import BatchResult
+from sp4rk.batch.on_ray import RayMissingError
+from sp4rk.cli import main
 from sp4rk.cli.batch import RichProgress
 from sp4rk.store import SQLiteRunStore
 from tests.batch.helpers import (
@@ -174,3 +177,28 @@ def test_on_a_terminal_a_live_bar_shows_done_running_failed_tokens_and_cost() ->
     shown = screen.getvalue()
     assert "✗ b: rate limited" in shown
     assert "3/3" in shown and "running 0 · failed 1 · 3.0k tokens · $0.0300" in shown
+
+
+@pytest.mark.parametrize(
+    ("flags", "ray"),
+    [((), False), (("--ray",), True), (("--ray=ray://head:10001",), "ray://head:10001")],
+)
+def test_ray_takes_an_optional_address_and_a_missing_ray_says_how_to_install_it(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    flags: tuple[str, ...],
+    ray: object,
+) -> None:
+    asked: list[object] = []
+
+    def no_ray(*args: object, **options: object) -> None:
+        asked.append(options["ray"])
+        raise RayMissingError("--ray needs Ray: pip install 'sp4rk[ray]'")
+
+    monkeypatch.setattr(batch_module, "run_batch", no_ray)
+    tasks = write_batch(tmp_path, 1)
+    command = batch_command(tasks, tmp_path, *flags)[len(SP4RK) :]
+    assert main(command) == 2
+    assert asked == [ray]
+    assert "sp4rk: error: --ray needs Ray: pip install 'sp4rk[ray]'" in capsys.readouterr().err
