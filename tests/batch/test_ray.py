@@ -1,7 +1,8 @@
 """``run_batch(ray=True)``: the same tasks as Ray tasks on a local Ray instance.
 
 One Ray instance serves every test here (``ray_session``). A Ray worker killed with
-``kill -9`` mid-task is retried: the new attempt takes the run over and resumes it.
+``kill -9`` mid-task is retried: the new attempt takes the run over and resumes it. A pause
+(Ctrl-C) reaches a running worker through the store, and the next invocation resumes its run.
 """
 
 from __future__ import annotations
@@ -9,13 +10,14 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from sp4rk.batch import BatchError, BatchReport, run_batch
-from sp4rk.batch.on_ray import _check_store_is_shared
+from sp4rk.batch import BatchControl, BatchError, BatchReport, run_batch
+from sp4rk.batch.on_ray import PAUSE_POLL, _check_store_is_shared
 from sp4rk.store import SQLiteRunStore
 from tests.batch.helpers import (
     expected_line,
@@ -121,3 +123,61 @@ def test_a_file_store_is_refused_on_a_cluster_of_several_nodes() -> None:
     _check_store_is_shared(Cluster(3), "postgresql://sp4rk@db/sp4rk")
     with pytest.raises(BatchError, match=r"has 3 nodes.*pass --store postgresql://"):
         _check_store_is_shared(Cluster(3), "/tmp/runs.db")
+
+
+def test_a_pause_reaches_running_ray_workers_and_the_next_invocation_resumes(
+    tmp_path: Path, ray_session: Any
+) -> None:
+    waits = "echo ran >> marker.txt && touch started && until [ -e ../../go ]; do sleep 0.05; done"
+    tasks = write_batch(tmp_path, 6, steps=3, slow={0: waits})
+    out, store = tmp_path / "results.jsonl", tmp_path / "runs.db"
+    control = BatchControl()
+    reports: list[BatchReport] = []
+
+    def first() -> None:
+        reports.append(
+            run_batch(
+                tasks,
+                out,
+                store=store,
+                model_factory=factory(tmp_path),
+                concurrency=1,
+                approve="auto",
+                ray=True,
+                control=control,
+            )
+        )
+
+    batch = threading.Thread(target=first)
+    batch.start()
+    started = wait_for_file(tmp_path, "results.batch/workspaces/t0-*/started")
+    seen = time.monotonic()
+    control.pause()
+    with SQLiteRunStore(store) as opened:
+        while not opened.batch_pausing(str(out.resolve())):
+            time.sleep(0.05)
+    # The worker looked at the store before the call began; it looks again once PAUSE_POLL
+    # has passed, so let that pass before the call ends: the next boundary sees the pause.
+    time.sleep(max(0.0, PAUSE_POLL - (time.monotonic() - seen)))
+    (tmp_path / "results.batch" / "go").touch()
+    batch.join(timeout=240)
+    assert not batch.is_alive()
+
+    (paused,) = reports
+    assert not paused.done and paused.completed == 0 and paused.paused == 6
+    assert not out.exists() or result_lines(out) == []
+    with SQLiteRunStore(store) as opened:
+        (run,) = opened.list_runs()
+        assert run.status == "paused" and len(opened.steps(run.id)) == 1
+
+    resumed = run_batch(
+        tasks, out, store=store, model_factory=factory(tmp_path), approve="auto", ray=True
+    )
+    assert resumed.done and resumed.completed == 6 and resumed.resumed == 1
+    lines = result_lines(out)
+    # t0's shell call is one more step: its line is that of an uninterrupted 4-step run.
+    expected = [expected_line(0, steps=4)] + [expected_line(i, steps=3) for i in range(1, 6)]
+    assert stable(lines) == stable(expected)
+    assert (started.parent / "marker.txt").read_text() == "ran\n"  # the call ran once
+    with SQLiteRunStore(store) as opened:
+        assert len(opened.list_runs()) == 6
