@@ -2,7 +2,8 @@
 
 One Ray instance serves every test here (``ray_session``). A Ray worker killed with
 ``kill -9`` mid-task is retried: the new attempt takes the run over and resumes it. A pause
-(Ctrl-C) reaches a running worker through the store, and the next invocation resumes its run.
+(Ctrl-C) reaches a running worker through the store, a stop (Ctrl-C twice) cancels the attempts
+in flight, and either way the next invocation resumes the runs.
 """
 
 from __future__ import annotations
@@ -181,3 +182,47 @@ def test_a_pause_reaches_running_ray_workers_and_the_next_invocation_resumes(
     assert (started.parent / "marker.txt").read_text() == "ran\n"  # the call ran once
     with SQLiteRunStore(store) as opened:
         assert len(opened.list_runs()) == 6
+
+
+def test_a_stop_cancels_ray_attempts_and_the_next_invocation_resumes_the_cut_run(
+    tmp_path: Path, ray_session: Any
+) -> None:
+    waits = "echo ran >> marker.txt && until [ -e ../../go ]; do sleep 0.05; done"
+    tasks = write_batch(tmp_path, 4, slow={0: waits})
+    out, store = tmp_path / "results.jsonl", tmp_path / "runs.db"
+    control = BatchControl()
+    reports: list[BatchReport] = []
+    batch = threading.Thread(
+        target=lambda: reports.append(
+            run_batch(
+                tasks,
+                out,
+                store=store,
+                model_factory=factory(tmp_path),
+                concurrency=1,
+                approve="auto",
+                ray=True,
+                control=control,
+            )
+        )
+    )
+    batch.start()
+    marker = wait_for_file(tmp_path, "results.batch/workspaces/t0-*/marker.txt")
+    control.stop()
+    batch.join(timeout=240)
+    assert not batch.is_alive()
+    kill_leftovers(marker.parent)
+
+    (stopped,) = reports
+    assert not stopped.done and stopped.completed == 0 and stopped.paused == 4
+    resumed = run_batch(
+        tasks, out, store=store, model_factory=factory(tmp_path), approve="auto", ray=True
+    )
+    assert resumed.done and resumed.completed == 4 and resumed.resumed == 1
+    by_id = {line["id"]: line for line in result_lines(out)}
+    assert sorted(by_id) == ["t0", "t1", "t2", "t3"] and len(result_lines(out)) == 4
+    assert by_id["t0"]["finished"] and by_id["t0"]["steps"] == 3
+    assert marker.read_text() == "ran\n"  # the cut call was not run again
+    with SQLiteRunStore(store) as opened:
+        assert len(opened.list_runs()) == 4
+        assert "outcome" in opened.steps(by_id["t0"]["run_id"])[0].observation.lower()
