@@ -22,7 +22,7 @@ HAVE_CXX = ( for cxx in $(CXX_CANDIDATES); do printf 'int main() { return 0; }\n
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,all]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,all,ray]'
 	@case "$(LOCAL)" in \
 	  yes) $(MAKE) --no-print-directory install-local ;; \
 	  no) echo "LOCAL=no: the 'local' extra is not installed; its tests will be skipped." ;; \

@@ -28,7 +28,8 @@ def loaded_after_import(module: str) -> set[str]:
         ("sp4rk.tools.builtins", ("sp4rk.llm", "sp4rk.memory", "sp4rk.agent", "sp4rk.cli")),
         ("sp4rk.memory", ("sp4rk.agent", "sp4rk.cli")),
         ("sp4rk.agent", ("sp4rk.cli", "sp4rk.store", "sp4rk.otel")),
-        ("sp4rk.store", ("sp4rk.cli",)),
+        ("sp4rk.store", ("sp4rk.cli", "sp4rk.batch")),
+        ("sp4rk.batch", ("sp4rk.cli",)),
         ("sp4rk.otel", ("sp4rk.cli",)),
     ],
 )
@@ -59,6 +60,15 @@ def test_importing_sp4rk_is_cheap() -> None:
     code = (
         "import sys, sp4rk; print(','.join(m for m in ('pydantic', 'openai', 'anthropic') "
         "if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_batches_and_stores_load_ray_and_psycopg_only_when_used() -> None:
+    code = (
+        "import sys, sp4rk.batch, sp4rk.store; "
+        "print(','.join(m for m in ('ray', 'psycopg') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""

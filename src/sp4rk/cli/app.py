@@ -15,6 +15,7 @@ import click
 
 from sp4rk import __version__
 from sp4rk.cli import listing
+from sp4rk.cli.batch import batch
 from sp4rk.cli.config import (
     APPROVE_MODES,
     FileConfig,
@@ -33,6 +34,7 @@ from sp4rk.store import (
     StoreError,
     default_store_path,
     ended_by_accepted_finish,
+    open_store,
     store_timeout,
 )
 from sp4rk.tools.builtins.finish import parse_finish_answer
@@ -54,6 +56,16 @@ def _store_option(fn: Callable[P, int]) -> Callable[P, int]:
         type=click.Path(dir_okay=False, path_type=Path),
         default=None,
         help=STORE_HELP,
+    )(fn)
+
+
+def _store_url_option(fn: Callable[P, int]) -> Callable[P, int]:
+    """``--store`` of the commands that only read: a path, or a database URL (batches)."""
+    return click.option(
+        "--store",
+        metavar="PATH|URL",
+        default=None,
+        help=STORE_HELP + " Or the URL of a batch's store (postgresql://...).",
     )(fn)
 
 
@@ -119,6 +131,9 @@ def cli(ctx: click.Context, verbose: int) -> int:
     if ctx.invoked_subcommand is None:
         click.echo(ctx.get_help())
     return EXIT_FINISHED
+
+
+cli.add_command(batch)
 
 
 def _run_options(fn: Callable[P, int]) -> Callable[P, int]:
@@ -377,16 +392,16 @@ def _already_finished(launch: Launch) -> int:
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="A JSON list instead of a table.")
 @click.option("--limit", type=int, default=50, show_default=True, help="Newest runs shown.")
-@_store_option
+@_store_url_option
 @_handled
-def runs(as_json: bool, limit: int, store: Path | None) -> int:
+def runs(as_json: bool, limit: int, store: str | None) -> int:
     """List runs, newest first: id, status, exit reason, steps, tokens, cost, age, task.
 
     \b
     Statuses: running · paused · finished · stopped (a limit or breaker ended it) ·
     failed (an error) · interrupted (its process died; resume it).
     """
-    with _open_store(store) as opened:
+    with open_store(store or default_store_path()) as opened:
         listing.print_runs(opened.list_runs(limit), as_json=as_json)
     return EXIT_FINISHED
 
@@ -394,9 +409,9 @@ def runs(as_json: bool, limit: int, store: Path | None) -> int:
 @cli.command()
 @click.argument("run_id", default="last")
 @click.option("--json", "as_json", is_flag=True, help="The run and its steps as JSON.")
-@_store_option
+@_store_url_option
 @_handled
-def show(run_id: str, as_json: bool, store: Path | None) -> int:
+def show(run_id: str, as_json: bool, store: str | None) -> int:
     """Show a run step by step: thoughts, tool calls, results, nudges and your messages.
 
     \b
@@ -405,7 +420,7 @@ def show(run_id: str, as_json: bool, store: Path | None) -> int:
       sp4rk show 1a2b3c4d
       sp4rk show 1a2b --json | jq '.steps | length'
     """
-    with _open_store(store) as opened:
+    with open_store(store or default_store_path()) as opened:
         record = opened.get_run(run_id)
         closing = [s for _, _, steps in opened.closing_steps(record.id) for s in steps]
         listing.print_run(record, opened.steps(record.id), closing, as_json=as_json)

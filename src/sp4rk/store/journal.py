@@ -6,7 +6,7 @@ delivered in the same transaction that commits the step carrying it — so a cra
 loses a message nor delivers it twice.
 
 A response whose calls were cut short (a crash, or a cancel while a call ran) is never
-committed from memory: its steps are left to :meth:`SQLiteRunStore.recover`, which closes it
+committed from memory: its steps are left to :meth:`SQLRunStore.recover`, which closes it
 from the ledger, so an interrupted call always reads "outcome unknown" and never re-runs.
 """
 
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from sp4rk.agent import RunState, Step
 from sp4rk.llm import ChatResponse, ToolCall
 from sp4rk.store.records import Usage
-from sp4rk.store.sqlite import SQLiteRunStore
+from sp4rk.store.sql import SQLRunStore
 from sp4rk.tools import RunContext
 
 
@@ -60,7 +60,7 @@ class StoreJournal:
 
     def __init__(
         self,
-        store: SQLiteRunStore,
+        store: SQLRunStore,
         run_id: str,
         *,
         state: RunState | None = None,

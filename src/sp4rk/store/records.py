@@ -1,4 +1,7 @@
-"""What the runs store holds, as plain data: runs, their status, and the tool-effect ledger."""
+"""What the runs store holds, as plain data: runs, their status, the tool-effect ledger.
+
+And which run carries each task of a batch.
+"""
 
 from __future__ import annotations
 
@@ -71,6 +74,14 @@ class LedgerEntry:
     status: CallStatus
     started_at: str = ""
     finished_at: str = ""
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class BatchTaskLink:
+    """Which run carries a task of a batch, and how many attempts it has had."""
+
+    run_id: str
+    attempts: int
 
 
 def this_owner() -> str:

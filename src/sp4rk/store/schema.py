@@ -3,7 +3,7 @@
 Every statement here runs unchanged on SQLite (3.24 or later) and PostgreSQL: ``TEXT``,
 ``INTEGER``, ``BIGINT`` and ``DOUBLE PRECISION`` columns, composite primary keys, no
 ``AUTOINCREMENT``, no SQLite-only pragmas, timestamps as ISO 8601 text. JSON documents are
-stored as text and parsed with bounds on the way back (see :mod:`sp4rk.store.sqlite`).
+stored as text and parsed with bounds on the way back (see :mod:`sp4rk.store.sql`).
 
 Tables::
 
@@ -13,6 +13,8 @@ Tables::
     responses      model responses whose tool calls were running (at most one per run)
     tool_calls     the tool-effect ledger: each call started / completed / answered / ...
     messages       live user messages not yet delivered to the model
+    batches        batches of ``sp4rk batch``: running, or asked to pause
+    batch_tasks    which run carries each task of a batch, and its attempts
 
 Never edit a migration that has shipped: append a new one. Opening a store applies the ones
 it lacks, inside one transaction; a store whose version is newer than :data:`SCHEMA_VERSION`
@@ -22,7 +24,7 @@ is refused.
 from __future__ import annotations
 
 #: The version this sp4rk writes.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 VERSION_TABLE = "CREATE TABLE IF NOT EXISTS sp4rk_schema (version INTEGER NOT NULL)"
 
@@ -86,6 +88,25 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
                 created_at TEXT NOT NULL,
                 PRIMARY KEY (run_id, seq)
             )""",
+        ),
+    ),
+    (
+        2,
+        (
+            """CREATE TABLE batches (
+                id TEXT PRIMARY KEY,
+                status TEXT NOT NULL,
+                created_at TEXT NOT NULL,
+                updated_at TEXT NOT NULL
+            )""",
+            """CREATE TABLE batch_tasks (
+                batch TEXT NOT NULL REFERENCES batches (id),
+                task_id TEXT NOT NULL,
+                run_id TEXT NOT NULL REFERENCES runs (id),
+                attempts INTEGER NOT NULL DEFAULT 0,
+                PRIMARY KEY (batch, task_id)
+            )""",
+            "CREATE INDEX batch_tasks_by_run ON batch_tasks (run_id)",
         ),
     ),
 )

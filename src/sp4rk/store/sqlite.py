@@ -6,9 +6,8 @@ cut (``NORMAL`` would survive only the first). That costs one ``fsync`` per comm
 step boundary and two per tool call, small next to a model call.
 
 Each step boundary commits the new steps and the run state in one transaction; each tool
-call is recorded as started before it runs and as completed once its step is recorded. What
-the store reads back is data only: JSON parsed with depth and size bounds into typed
-dataclasses, never code, never a command to run.
+call is recorded as started before it runs and as completed once its step is recorded (the
+queries are :class:`~sp4rk.store.sql.SQLRunStore`'s).
 
 Several processes may use one store: each run belongs to the live process driving it
 (``runs.owner``), writers queue behind SQLite's lock for up to ``timeout`` seconds, and
@@ -18,63 +17,19 @@ readers never wait (WAL).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import secrets
 import sqlite3
 from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any
 
-from sp4rk._internal import safejson
-from sp4rk._internal.serde import Serializable
-from sp4rk.agent import Checkpoint, RunState, Step
-from sp4rk.llm import ChatResponse, ToolCall
-from sp4rk.store.errors import (
-    RunBusyError,
-    RunNotFoundError,
-    StoreCorruptError,
-    StoreError,
-    StoreLockedError,
-    StoreVersionError,
-)
-from sp4rk.store.records import (
-    STATUSES,
-    CallStatus,
-    LedgerEntry,
-    RunRecord,
-    RunStatus,
-    Usage,
-    owner_alive,
-    this_owner,
-)
-from sp4rk.store.recovery import close_response
-from sp4rk.store.schema import MIGRATIONS, SCHEMA_VERSION, VERSION_TABLE
+from sp4rk.store.errors import StoreCorruptError, StoreError, StoreLockedError
+from sp4rk.store.sql import DEFAULT_TIMEOUT, MAX_JSON_DEPTH, MIN_PREFIX, SQLRunStore
 
-#: Seconds a writer waits for another process's transaction before giving up.
-DEFAULT_TIMEOUT = 30.0
-#: Deepest JSON nesting accepted from the store (a step is about five levels deep).
-MAX_JSON_DEPTH = 64
-#: The shortest id prefix accepted for a run.
-MIN_PREFIX = 4
-
-_RUN_COLUMNS = (
-    "id, task, workspace, model, settings, status, exit_reason, output, error, step_count, "
-    "input_tokens, output_tokens, cost_usd, owner, created_at, updated_at"
-)
-T = TypeVar("T", bound=Serializable)
+__all__ = ["DEFAULT_TIMEOUT", "MAX_JSON_DEPTH", "MIN_PREFIX", "SQLiteRunStore"]
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
-
-
-def _dump(value: Serializable) -> str:
-    return json.dumps(value.to_dict(), ensure_ascii=False)
-
-
-class SQLiteRunStore:
+class SQLiteRunStore(SQLRunStore):
     """The runs store in the SQLite file ``path`` (created, with its folder, when missing).
 
     Raises:
@@ -86,6 +41,7 @@ class SQLiteRunStore:
 
     def __init__(self, path: str | os.PathLike[str], *, timeout: float = DEFAULT_TIMEOUT) -> None:
         self.path = Path(path).expanduser()
+        self.location = str(self.path)
         self.timeout = timeout
         self._db = self._connect()
         try:
@@ -121,49 +77,8 @@ class SQLiteRunStore:
             raise self._translate(exc) from exc
         return db
 
-    def _migrate(self) -> None:
-        version = self._version()
-        if version == SCHEMA_VERSION:
-            return
-        with self._write() as db:
-            db.execute(VERSION_TABLE)
-            version = self._version()  # another process may have migrated meanwhile
-            for target, statements in MIGRATIONS:
-                if target <= version:
-                    continue
-                for statement in statements:
-                    db.execute(statement)
-                if version == 0:
-                    db.execute("INSERT INTO sp4rk_schema (version) VALUES (?)", (target,))
-                else:
-                    db.execute("UPDATE sp4rk_schema SET version = ?", (target,))
-                version = target
-
-    def _version(self) -> int:
-        """The schema version (0 for an empty file); refuses foreign and newer stores."""
-        tables = {r[0] for r in self._query("SELECT name FROM sqlite_master WHERE type='table'")}
-        if "sp4rk_schema" not in tables:
-            if tables:
-                raise StoreError(
-                    f"{self.path} is an SQLite database of another program, not an sp4rk runs "
-                    "store; pass --store PATH to use another file"
-                )
-            return 0
-        rows = self._query("SELECT version FROM sp4rk_schema")
-        if not rows and tables == {"sp4rk_schema"}:
-            return 0  # created by a migration that is still running (or was cut short)
-        if len(rows) != 1 or not isinstance(rows[0][0], int):
-            raise StoreCorruptError(
-                f"the runs store {self.path} has no valid schema version; move it aside "
-                "(sp4rk then starts a new one) or pass --store PATH"
-            )
-        version = int(rows[0][0])
-        if version > SCHEMA_VERSION:
-            raise StoreVersionError(
-                f"the runs store {self.path} was written by a newer sp4rk (schema {version}, "
-                f"this one knows {SCHEMA_VERSION}); upgrade sp4rk, or pass --store PATH"
-            )
-        return version
+    def _tables(self) -> set[str]:
+        return {r[0] for r in self._query("SELECT name FROM sqlite_master WHERE type='table'")}
 
     def close(self) -> None:
         """Close the connection (committed data is already on disk)."""
@@ -171,9 +86,6 @@ class SQLiteRunStore:
 
     def __enter__(self) -> SQLiteRunStore:
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # --- low level -----------------------------------------------------------------------
 
@@ -220,405 +132,3 @@ class SQLiteRunStore:
             if isinstance(exc, sqlite3.Error):
                 raise self._translate(exc) from exc
             raise
-
-    def _load(self, text: Any, what: str) -> Any:
-        if not isinstance(text, str):
-            raise StoreCorruptError(f"the runs store {self.path} holds a malformed {what}")
-        try:
-            return safejson.loads(text, max_depth=MAX_JSON_DEPTH)
-        except ValueError as exc:
-            raise StoreCorruptError(
-                f"the runs store {self.path} holds a malformed {what}: {exc}"
-            ) from exc
-
-    def _typed(self, cls: type[T], text: Any, what: str) -> T:
-        data = self._load(text, what)
-        if not isinstance(data, dict):
-            raise StoreCorruptError(f"the runs store {self.path} holds a malformed {what}")
-        try:
-            return cls.from_dict(data)
-        except (TypeError, ValueError, KeyError) as exc:
-            raise StoreCorruptError(
-                f"the runs store {self.path} holds a malformed {what}: {exc}"
-            ) from exc
-
-    # --- runs ----------------------------------------------------------------------------
-
-    def create_run(
-        self, *, task: str, workspace: str, model: str, settings: dict[str, Any]
-    ) -> RunRecord:
-        """A new run, owned by this process, with no steps yet."""
-        now = _now()
-        with self._write() as db:
-            while True:
-                run_id = secrets.token_hex(4)
-                if not db.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone():
-                    break
-            db.execute(
-                "INSERT INTO runs (id, task, workspace, model, settings, status, owner, "
-                "created_at, updated_at) VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?)",
-                (run_id, task, workspace, model, json.dumps(settings), this_owner(), now, now),
-            )
-        return self.get_run(run_id)
-
-    def get_run(self, ref: str) -> RunRecord:
-        """The run whose id is ``ref``, starts with ``ref`` (4+ characters), or ``"last"``.
-
-        Raises:
-            RunNotFoundError: no run matches, or a prefix matches several.
-        """
-        if ref == "last":
-            rows = self._query(f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY created_at DESC LIMIT 1")
-            if not rows:
-                raise RunNotFoundError(f"there are no runs in {self.path} yet; start one")
-            return self._record(rows[0])
-        rows = self._query(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?", (ref,))
-        if not rows and len(ref) >= MIN_PREFIX:
-            rows = self._query(
-                f"SELECT {_RUN_COLUMNS} FROM runs WHERE substr(id, 1, ?) = ? LIMIT 3",
-                (len(ref), ref),
-            )
-        if len(rows) == 1:
-            return self._record(rows[0])
-        if rows:
-            ids = ", ".join(r[0] for r in rows)
-            raise RunNotFoundError(f"run id {ref!r} is ambiguous ({ids} …); give more of it")
-        raise RunNotFoundError(f"no run {ref!r} in {self.path}; `sp4rk runs` lists the runs there")
-
-    def list_runs(self, limit: int | None = None) -> list[RunRecord]:
-        """Runs, newest first."""
-        sql = f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY created_at DESC"
-        rows = self._query(sql + " LIMIT ?", (limit,)) if limit else self._query(sql)
-        return [self._record(r) for r in rows]
-
-    def _record(self, row: tuple[Any, ...]) -> RunRecord:
-        settings = self._load(row[4], f"settings of run {row[0]!r}")
-        status = row[5]
-        if not isinstance(settings, dict) or status not in STATUSES:
-            raise StoreCorruptError(f"the runs store {self.path} holds a malformed run {row[0]!r}")
-        try:
-            return RunRecord(
-                id=str(row[0]),
-                task=str(row[1]),
-                workspace=str(row[2]),
-                model=str(row[3]),
-                settings=settings,
-                status=cast(RunStatus, status),
-                exit_reason=str(row[6]),
-                output=str(row[7]),
-                error=str(row[8]),
-                step_count=int(row[9]),
-                input_tokens=int(row[10]),
-                output_tokens=int(row[11]),
-                cost_usd=None if row[12] is None else float(row[12]),
-                owner=str(row[13]),
-                created_at=str(row[14]),
-                updated_at=str(row[15]),
-            )
-        except (TypeError, ValueError) as exc:
-            raise StoreCorruptError(
-                f"the runs store {self.path} holds a malformed run {row[0]!r}: {exc}"
-            ) from exc
-
-    def claim_run(self, run_id: str) -> RunRecord:
-        """Make this process the run's driver (status ``running``).
-
-        Raises:
-            RunBusyError: another live process drives it.
-        """
-        me = this_owner()
-        with self._write() as db:
-            row = db.execute("SELECT owner, status FROM runs WHERE id = ?", (run_id,)).fetchone()
-            if row is None:
-                raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
-            owner = str(row[0])
-            if owner and owner != me and row[1] == "running" and owner_alive(owner):
-                raise RunBusyError(
-                    f"run {run_id} is being driven by process {owner}; wait for it to end "
-                    "(or stop it with Ctrl-C there) before resuming it here"
-                )
-            db.execute(
-                "UPDATE runs SET owner = ?, status = 'running', updated_at = ? WHERE id = ?",
-                (me, _now(), run_id),
-            )
-        return self.get_run(run_id)
-
-    def end_run(
-        self,
-        run_id: str,
-        *,
-        status: RunStatus,
-        exit_reason: str = "",
-        output: str = "",
-        error: str = "",
-        usage: Usage | None = None,
-    ) -> None:
-        """Record how the run ended and let go of it."""
-        sets = "status = ?, exit_reason = ?, output = ?, error = ?, owner = '', updated_at = ?"
-        params: list[Any] = [status, exit_reason, output, error, _now()]
-        if usage is not None:
-            sets += ", input_tokens = ?, output_tokens = ?, cost_usd = ?"
-            params += [usage.input_tokens, usage.output_tokens, usage.cost_usd]
-        with self._write() as db:
-            db.execute(f"UPDATE runs SET {sets} WHERE id = ?", (*params, run_id))
-
-    # --- steps, state, ledger ------------------------------------------------------------
-
-    def steps(self, run_id: str) -> list[Step]:
-        """The run's committed trajectory."""
-        rows = self._query("SELECT seq, data FROM steps WHERE run_id = ? ORDER BY seq", (run_id,))
-        return [self._typed(Step, data, f"step {seq} of run {run_id!r}") for seq, data in rows]
-
-    def state(self, run_id: str) -> RunState | None:
-        """The run state committed at the last boundary (``None`` before the first)."""
-        rows = self._query("SELECT state FROM runs WHERE id = ?", (run_id,))
-        if not rows or rows[0][0] is None:
-            return None
-        return self._typed(RunState, rows[0][0], f"state of run {run_id!r}")
-
-    def ledger(self, run_id: str) -> list[LedgerEntry]:
-        """Every tool call of the run the ledger knows, in order."""
-        rows = self._query(
-            "SELECT response_group, position, step, call_id, tool, arguments, status, "
-            "started_at, finished_at FROM tool_calls WHERE run_id = ? "
-            "ORDER BY response_group, position",
-            (run_id,),
-        )
-        return [
-            LedgerEntry(
-                response_group=int(r[0]),
-                position=int(r[1]),
-                step=int(r[2]),
-                call_id=str(r[3]),
-                tool=str(r[4]),
-                arguments=str(r[5]),
-                status=cast(CallStatus, str(r[6])),
-                started_at=str(r[7] or ""),
-                finished_at=str(r[8] or ""),
-            )
-            for r in rows
-        ]
-
-    def commit_boundary(
-        self,
-        run_id: str,
-        steps: Sequence[Step],
-        state: RunState,
-        *,
-        usage: Usage | None = None,
-        delivered: Sequence[int] = (),
-        closed_groups: Sequence[int] = (),
-    ) -> None:
-        """Append ``steps`` and save ``state`` in one transaction.
-
-        ``delivered`` are queued messages now in the trajectory; ``closed_groups`` are
-        responses whose steps are among ``steps`` (their in-flight record is dropped).
-        """
-        with self._write() as db:
-            self._commit(db, run_id, steps, state, usage, delivered, closed_groups)
-
-    def _commit(
-        self,
-        db: sqlite3.Connection,
-        run_id: str,
-        steps: Sequence[Step],
-        state: RunState,
-        usage: Usage | None,
-        delivered: Sequence[int],
-        closed_groups: Sequence[int],
-    ) -> None:
-        (first,) = db.execute(
-            "SELECT COALESCE(MAX(seq) + 1, 0) FROM steps WHERE run_id = ?", (run_id,)
-        ).fetchone()
-        db.executemany(
-            "INSERT INTO steps (run_id, seq, data) VALUES (?, ?, ?)",
-            [(run_id, first + i, _dump(s)) for i, s in enumerate(steps)],
-        )
-        sets = "state = ?, step_count = ?, updated_at = ?"
-        params: list[Any] = [_dump(state), first + len(steps), _now()]
-        if usage is not None:
-            sets += ", input_tokens = ?, output_tokens = ?, cost_usd = ?"
-            params += [usage.input_tokens, usage.output_tokens, usage.cost_usd]
-        db.execute(f"UPDATE runs SET {sets} WHERE id = ?", (*params, run_id))
-        db.executemany(
-            "UPDATE messages SET status = 'delivered' WHERE run_id = ? AND seq = ?",
-            [(run_id, seq) for seq in delivered],
-        )
-        db.executemany(
-            "DELETE FROM responses WHERE run_id = ? AND response_group = ?",
-            [(run_id, g) for g in closed_groups],
-        )
-
-    def record_response(self, run_id: str, group: int, step: int, response: ChatResponse) -> None:
-        """A response whose tool calls are about to run (kept until its steps are committed)."""
-        with self._write() as db:
-            db.execute(
-                "INSERT INTO responses (run_id, response_group, step, data) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT (run_id, response_group) DO UPDATE SET step = excluded.step, "
-                "data = excluded.data",
-                (run_id, group, step, _dump(response)),
-            )
-
-    def record_call_start(
-        self, run_id: str, group: int, position: int, step: int, call: ToolCall
-    ) -> None:
-        """A tool call is about to run: from here on it may have had effects."""
-        with self._write() as db:
-            db.execute(
-                "INSERT INTO tool_calls (run_id, response_group, position, step, call_id, tool, "
-                "arguments, status, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'started', ?)",
-                (run_id, group, position, step, call.id, call.name, call.input, _now()),
-            )
-
-    def record_call_step(
-        self, run_id: str, group: int, position: int, step: int, recorded: Step
-    ) -> None:
-        """A call's step is recorded: ``completed`` if it ran, else ``answered`` (refused …)."""
-        call = recorded.action
-        assert call is not None
-        with self._write() as db:
-            db.execute(
-                "INSERT INTO tool_calls (run_id, response_group, position, step, call_id, tool, "
-                "arguments, status, recorded, finished_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, 'answered', ?, ?) "
-                "ON CONFLICT (run_id, response_group, position) DO UPDATE SET "
-                "status = 'completed', recorded = excluded.recorded, "
-                "finished_at = excluded.finished_at",
-                (
-                    run_id,
-                    group,
-                    position,
-                    step,
-                    call.id,
-                    call.name,
-                    call.input,
-                    _dump(recorded),
-                    _now(),
-                ),
-            )
-
-    # --- messages ------------------------------------------------------------------------
-
-    def queue_message(self, run_id: str, text: str) -> int:
-        """Keep a live user message for the run until it reaches the model; its number."""
-        with self._write() as db:
-            (seq,) = db.execute(
-                "SELECT COALESCE(MAX(seq) + 1, 0) FROM messages WHERE run_id = ?", (run_id,)
-            ).fetchone()
-            db.execute(
-                "INSERT INTO messages (run_id, seq, text, status, created_at) "
-                "VALUES (?, ?, ?, 'pending', ?)",
-                (run_id, seq, text, _now()),
-            )
-        return int(seq)
-
-    def pending_messages(self, run_id: str) -> list[tuple[int, str]]:
-        """Messages not yet delivered: ``(number, text)``, oldest first."""
-        rows = self._query(
-            "SELECT seq, text FROM messages WHERE run_id = ? AND status = 'pending' ORDER BY seq",
-            (run_id,),
-        )
-        return [(int(seq), str(text)) for seq, text in rows]
-
-    # --- recovery ------------------------------------------------------------------------
-
-    def open_responses(self, run_id: str) -> list[tuple[int, int, ChatResponse]]:
-        """Responses whose calls were running when the run stopped: ``(group, step, response)``."""
-        rows = self._query(
-            "SELECT response_group, step, data FROM responses WHERE run_id = ? "
-            "ORDER BY response_group",
-            (run_id,),
-        )
-        return [
-            (int(g), int(s), self._typed(ChatResponse, data, f"response {g} of run {run_id!r}"))
-            for g, s, data in rows
-        ]
-
-    def closing_steps(self, run_id: str) -> list[tuple[int, int, list[Step]]]:
-        """What :meth:`recover` would append: ``(group, step, steps)`` per open response."""
-        closing = []
-        for group, step, response in self.open_responses(run_id):
-            rows = self._query(
-                "SELECT position, status, recorded FROM tool_calls "
-                "WHERE run_id = ? AND response_group = ?",
-                (run_id, group),
-            )
-            recorded = {
-                int(p): self._typed(Step, data, f"recorded call of run {run_id!r}")
-                for p, status, data in rows
-                if status in ("completed", "answered") and data is not None
-            }
-            started = [int(p) for p, status, _ in rows if status in ("started", "interrupted")]
-            closing.append((group, step, close_response(response, group, recorded, started)))
-        return closing
-
-    def recover(self, run_id: str) -> Checkpoint:
-        """Make the run resumable exactly: close open responses, hand queued messages over.
-
-        In one transaction: each response a crash cut short gets its closing steps (calls
-        that started are answered "outcome unknown", never run again), the state counts
-        it, and messages still waiting are moved into the state's delivery queue.
-
-        Returns:
-            The trajectory, carrying the state to resume with (``None`` before any boundary).
-        """
-        closing = self.closing_steps(run_id)
-        pending = self.pending_messages(run_id)
-        state = self.state(run_id)
-        if closing or pending:
-            state = state if state is not None else RunState()
-            closed: list[Step] = []
-            for group, step, steps in closing:
-                closed.extend(steps)
-                state.iteration = max(state.iteration, step)
-                state.response_groups = max(state.response_groups, group)
-            for _, text in pending:
-                state.queue_message(text)
-            with self._write() as db:
-                db.executemany(
-                    "UPDATE tool_calls SET status = 'interrupted', finished_at = ? "
-                    "WHERE run_id = ? AND response_group = ? AND status = 'started'",
-                    [(_now(), run_id, g) for g, _, _ in closing],
-                )
-                self._mark_not_run(db, run_id, closing)
-                self._commit(
-                    db,
-                    run_id,
-                    closed,
-                    state,
-                    None,
-                    [seq for seq, _ in pending],
-                    [g for g, _, _ in closing],
-                )
-        return Checkpoint(self.steps(run_id), state)
-
-    def _mark_not_run(
-        self, db: sqlite3.Connection, run_id: str, closing: list[tuple[int, int, list[Step]]]
-    ) -> None:
-        """Ledger rows for calls of closed responses that never started."""
-        for group, step, steps in closing:
-            known = {
-                int(p)
-                for (p,) in db.execute(
-                    "SELECT position FROM tool_calls WHERE run_id = ? AND response_group = ?",
-                    (run_id, group),
-                ).fetchall()
-            }
-            for position, s in enumerate(steps):
-                if position in known or s.action is None:
-                    continue
-                db.execute(
-                    "INSERT INTO tool_calls (run_id, response_group, position, step, call_id, "
-                    "tool, arguments, status, finished_at) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, 'not_run', ?)",
-                    (
-                        run_id,
-                        group,
-                        position,
-                        step,
-                        s.action.id,
-                        s.action.name,
-                        s.action.input,
-                        _now(),
-                    ),
-                )
