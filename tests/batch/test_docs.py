@@ -34,7 +34,8 @@ def blocks(text: str) -> list[tuple[str, str]]:
     for line in text.splitlines():
         if line.startswith("```"):
             if language is None:
-                language, body = line[3:], []
+                words = line[3:].split()
+                language, body = (words[0] if words else ""), []
             else:
                 found.append((language, "\n".join(body)))
                 language = None
@@ -58,15 +59,14 @@ def test_the_example_command_prints_the_documented_report_and_results(checkout: 
         check=False,
     )
     assert run.returncode == 0, run.stderr
-    plain = [body for language, body in blocks(text) if language == ""]
-    progress, report = plain[0], plain[1]
+    plain = [body for language, body in blocks(text) if language == "text"]
+    progress, report, documented = plain[0], plain[1], plain[2]
     assert progress.splitlines()[0] == run.stderr.splitlines()[0]
     assert len(progress.splitlines()) == len(run.stderr.splitlines())  # (in any order)
     for line in report.splitlines():
         if "throughput" in line or "CPU per step" in line:
             continue  # timings differ from run to run
         assert line in run.stdout.splitlines()
-    (documented,) = [body for language, body in blocks(text) if language == "json"]
     shown = [json.loads(line) for line in documented.splitlines()]
     assert stable(shown) <= stable(result_lines(checkout / "results.jsonl"))
 
