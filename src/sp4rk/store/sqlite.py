@@ -320,8 +320,13 @@ class SQLiteRunStore:
                 f"the runs store {self.path} holds a malformed run {row[0]!r}: {exc}"
             ) from exc
 
-    def claim_run(self, run_id: str) -> RunRecord:
+    def claim_run(
+        self, run_id: str, *, model: str | None = None, settings: dict[str, Any] | None = None
+    ) -> RunRecord:
         """Make this process the run's driver (status ``running``).
+
+        ``model`` and ``settings``, when given, replace the run's (a resume with other
+        options), in the same transaction.
 
         Raises:
             RunBusyError: another live process drives it.
@@ -341,6 +346,12 @@ class SQLiteRunStore:
                 "UPDATE runs SET owner = ?, status = 'running', updated_at = ? WHERE id = ?",
                 (me, _now(), run_id),
             )
+            if model is not None:
+                db.execute("UPDATE runs SET model = ? WHERE id = ?", (model, run_id))
+            if settings is not None:
+                db.execute(
+                    "UPDATE runs SET settings = ? WHERE id = ?", (json.dumps(settings), run_id)
+                )
         return self.get_run(run_id)
 
     def end_run(
