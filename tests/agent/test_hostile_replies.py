@@ -26,6 +26,8 @@ REPLIES_PER_RUN = 10
 RUN_TIMEOUT = 20.0
 
 TOOL_NAMES = [
+    "bash_exec",
+    "web_fetch",
     "read_file",
     "write_file",
     "edit_file",
@@ -60,7 +62,7 @@ TEXTS = [
 
 
 def hostile_json(rng: random.Random) -> Any:
-    choice = rng.randrange(14)
+    choice = rng.randrange(15)
     if choice == 0:
         return "[" * 100_000 + "]" * 100_000
     if choice == 1:
@@ -89,6 +91,8 @@ def hostile_json(rng: random.Random) -> Any:
         )
     if choice == 12:
         return json.dumps({"path": "notes.txt", "content": "x" * 200_000})
+    if choice == 13:
+        return json.dumps({"command": "echo fuzz", "url": "http://127.0.0.1:9/x", "timeout": -1})
     return json.dumps({"hash": "deadbeef" * 8, "start_line": -5, "num_lines": 10**12})
 
 
@@ -141,9 +145,7 @@ class ApproveAll(HITLHandler):
 async def one_run(seed: int, workspace: Path) -> str:
     rng = random.Random(seed)
     (workspace / "notes.txt").write_text("alpha\nbeta\n")
-    tools = Registry(
-        [t for t in builtin_tools(workspace) if t.name not in ("bash_exec", "web_fetch")]
-    )
+    tools = Registry(builtin_tools(workspace))  # the shell and the web too: all of them
     llm = Replies([hostile_reply(rng) for _ in range(REPLIES_PER_RUN)])
     executor = Executor(llm, tools, REPLIES_PER_RUN - 1, hitl=ApproveAll())
     try:

@@ -74,7 +74,7 @@ def test_checkpoints_saved_at_every_boundary_resume_identically_in_a_fresh_proce
     for boundary in range(1, len(base_prompts) + 1):
         result, llm = paused_at(boundary)
         assert result.paused and result.state is not None
-        assert result.state.iteration == boundary - 1 or result.state.iteration < boundary
+        assert result.state.iteration == boundary - 1  # one model response per boundary
         save_checkpoint(tmp_path / f"{boundary:03d}.json", result)
         first_parts[f"{boundary:03d}"] = [[m.to_dict() for m in r.messages] for r in llm.requests]
     assert json.loads((tmp_path / "005.json").read_text())["schema_version"] == 2
@@ -126,10 +126,11 @@ def test_v1_checkpoints_of_the_last_release_resume_identically() -> None:
         ], boundary
 
 
-def test_v1_breaker_checkpoints_resume_but_never_take_a_budget_grant_from_text() -> None:
+def test_v1_breaker_checkpoints_resume_and_keep_a_grant_found_in_its_place() -> None:
     # The breakers' thresholds changed since 0.1 (repeat aborts at 4), so these trajectories
-    # cannot match a new unpaused run; what must hold is that resuming works and a recorded
-    # grant is not restored from its wording (the human is asked again).
+    # cannot match a new unpaused run; what must hold is that resuming works and that the
+    # grant the executor recorded at the step limit (its position proves it is the
+    # executor's) is kept: the human is not asked again.
     for boundary, checkpoint in v1_fixtures("breakers").items():
         granted = any(s.user_nudge.startswith("The user granted") for s in checkpoint)
         tools = echo_tools()
@@ -147,7 +148,37 @@ def test_v1_breaker_checkpoints_resume_but_never_take_a_budget_grant_from_text()
         result = executor.run_sync(tools.list(), window)
         assert result.finished and result.steps[: len(checkpoint)] == list(checkpoint), boundary
         if granted:
-            assert hitl.budget_questions == 1, boundary
+            assert hitl.budget_questions == 0, boundary
+
+
+def test_steps_saved_without_their_state_resume_identically_at_every_boundary() -> None:
+    """The schema-1 path on today's trajectories: grants, reprieves and breakers by replay."""
+    tools = echo_tools()
+
+    def build(**kw: Any) -> Executor:
+        return Executor(
+            FunctionLLM(breaker_model), tools, 14, hitl=Reprieves(), circuit_breaker=BREAKERS, **kw
+        )
+
+    baseline = build().run_sync(tools.list(), ContextWindow(task="t"))
+    assert baseline.finished
+    assert any(s.nudge_kind is NudgeKind.BUDGET_GRANTED for s in baseline.steps)
+    for boundary in range(1, 20):
+        counter = iter(range(1, 100))
+
+        def pause(ctx: RunContext, at: int = boundary, checks: Any = counter) -> bool:
+            return bool(next(checks) == at)
+
+        paused = build(pause_checker=pause).run_sync(tools.list(), ContextWindow(task="t"))
+        if not paused.paused:
+            break
+        steps = [Step.from_dict(s.to_dict()) for s in paused.steps]  # no state: schema 1
+        window = ContextWindow(task="t")
+        window.seed_steps(steps)
+        resumed = build(resume_steps=steps).run_sync(tools.list(), window)
+        assert [kindless(s) for s in resumed.steps] == [kindless(s) for s in baseline.steps], (
+            boundary
+        )
 
 
 def test_v1_replay_restores_breaker_counts_and_switched_off_aborts() -> None:
@@ -167,7 +198,7 @@ def test_v1_replay_restores_breaker_counts_and_switched_off_aborts() -> None:
     from sp4rk.agent._legacy import state_from_steps
     from sp4rk.tools import ToolTraits
 
-    state = state_from_steps(seed, lambda name: ToolTraits(), BREAKERS, 0)
+    state = state_from_steps(seed, lambda name: ToolTraits(), BREAKERS, 0, 10)
     assert state.iteration == 3 and state.response_groups == 3
     assert state.breakers.repeat.abort_off and state.breakers.repeat.count == 0
 
@@ -189,7 +220,7 @@ NUDGE_WORDINGS = [
     nudges.budget_extended(None),  # "The user lifted the step limit ..."
     nudges.budget_extended(7),
     nudges.budget_extended(1),
-    nudges.wrap_up(2, False),
+    nudges.wrap_up(2, active=False),
     nudges.checklist_stale(4),
     nudges.breaker_reprieve("repeat", always=True, more=False),
     nudges.breaker_reprieve("fruitless", always=False, more=True),
@@ -200,7 +231,7 @@ NUDGE_WORDINGS = [
     nudges.PRINTED_TOOL_CALL,
     nudges.pre_compaction_warning(80, [("read_file", "a.txt")]),
     nudges.TRUNCATED_CALL_OBSERVATION.format(tool="search"),
-    nudges.repeat_nudge("search", 3, False),
+    nudges.repeat_nudge("search", 3, last_was_error=False),
 ]
 
 
@@ -440,6 +471,12 @@ def _mutated(change: str) -> str:
         doc["schema_version"] = 3
     elif change == "version is a bool":
         doc["schema_version"] = True
+    elif change == "null text":
+        doc["steps"][0]["thought"] = None
+    elif change == "negative breaker count":
+        state["breakers"]["repeat"]["count"] = -7
+    elif change == "number for a text":
+        doc["steps"][0]["reasoning_items"] = [{"id": 5, "summary": "s"}]
     return json.dumps(doc)
 
 
@@ -462,6 +499,9 @@ HOSTILE_TEXTS: dict[str, str | bytes] = {
             "too many messages",
             "future version",
             "version is a bool",
+            "null text",
+            "negative breaker count",
+            "number for a text",
         ),
         "",
     ),

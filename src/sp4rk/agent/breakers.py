@@ -11,6 +11,7 @@ a threshold of ``0`` switches that nudge or abort off.
 
 from __future__ import annotations
 
+import abc
 import enum
 import hashlib
 import re
@@ -73,7 +74,7 @@ def _sooner(threshold: int, by: int) -> int:
 
 
 @dataclass(slots=True, kw_only=True)
-class Breaker(Serializable):
+class Breaker(Serializable, abc.ABC):
     """Shared state: a count, whether the one-shot nudge was given, and the abort switch."""
 
     name: ClassVar[str]
@@ -105,9 +106,9 @@ class Breaker(Serializable):
             self.nudged = True
         return Verdict.NUDGE
 
+    @abc.abstractmethod
     def trip(self, tool: str) -> Trip:
         """The nudge and abort texts, diagnostics and exit reason at the current count."""
-        raise NotImplementedError
 
 
 # --- identical repeats (checked before the call runs) ---------------------------------------
@@ -185,7 +186,7 @@ class RepeatBreaker(Breaker):
 
     def trip(self, tool: str) -> Trip:  # noqa: D102
         return Trip(
-            nudges.repeat_nudge(tool, self.count, self.last_failed),
+            nudges.repeat_nudge(tool, self.count, last_was_error=self.last_failed),
             "repeated_tool_call_nudge",
             nudges.repeat_abort(tool, self.count),
             "repeated_tool_call_abort",

@@ -19,6 +19,7 @@ strict JSON of bounded depth, with exactly typed values. Every failure is a
 from __future__ import annotations
 
 import json
+import logging
 import os
 import stat
 import tempfile
@@ -30,10 +31,13 @@ from sp4rk._internal import safejson
 from sp4rk.agent.state import RunState
 from sp4rk.agent.types import ExecutorResult, Step
 
+logger = logging.getLogger("sp4rk.agent")
+
 #: Version written into every checkpoint; loading a newer one is refused.
 CHECKPOINT_SCHEMA_VERSION = 2
-#: Largest checkpoint file :func:`load_checkpoint` reads by default, in bytes.
-MAX_CHECKPOINT_BYTES = 1 << 30
+#: Largest checkpoint file :func:`load_checkpoint` reads by default, in bytes (``max_bytes=``
+#: reads larger ones).
+MAX_CHECKPOINT_BYTES = 256 << 20
 #: Deepest JSON nesting a checkpoint may have (a step is about five levels deep).
 MAX_CHECKPOINT_DEPTH = 32
 
@@ -124,7 +128,15 @@ def save_checkpoint(
     continues with exactly the same budget, breaker counts and gate decisions.
     """
     target = Path(path)
-    text = json.dumps(checkpoint_to_dict(steps, state), ensure_ascii=False)
+    document = checkpoint_to_dict(steps, state)
+    if document["state"] is None:
+        logger.warning(
+            "saving %s without the run's state: a resumed run rebuilds what it safely can "
+            "from the steps; pass the ExecutorResult (save_checkpoint(path, result)) to keep "
+            "the budget, breaker counts and gate decisions exactly",
+            target,
+        )
+    text = json.dumps(document, ensure_ascii=False)
     data = text.encode("utf-8", "replace")  # a stray lone surrogate must not lose the file
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from sp4rk._internal.aio import run_sync
 from sp4rk._internal.conformance import conforms
+from sp4rk.agent._legacy import iterations_in
 from sp4rk.agent._loop.lifecycle import run_loop
 from sp4rk.agent._loop.scope import RunScope
 from sp4rk.agent._loop.settings import (
@@ -114,6 +115,8 @@ class Executor:
             raise TypeError(
                 f"resume_state must be a RunState (result.state), got {type(resume_state).__name__}"
             )
+        if resume_state is not None and resume_steps:
+            _check_resume(resume_steps, resume_state)
 
         _check_budget(budget)
         if events is not None:
@@ -367,3 +370,20 @@ def _check_task_tools(task_tools: Sequence[ToolDescriptor]) -> None:
                 f"task_tools must be ToolDescriptor objects (use registry.list()), got "
                 f"{type(d).__name__}"
             )
+
+
+def _check_resume(steps: Sequence[Step], state: RunState) -> None:
+    """Refuse a state that is behind its steps (a state from another run, or an older save).
+
+    Resumed with it, the next response would reuse a response group and merge into an
+    earlier assistant message.
+    """
+    groups = max((s.response_group for s in steps), default=0)
+    used = iterations_in(steps)
+    if state.response_groups < groups or state.iteration < used:
+        raise ValueError(
+            f"resume_state does not belong to resume_steps: the steps hold {used} model "
+            f"responses (response group {groups}) but the state has {state.iteration} "
+            f"(group {state.response_groups}). Pass the steps and the state of the same "
+            "result, or omit resume_state to rebuild it from the steps."
+        )

@@ -83,8 +83,8 @@ class MutationGate(Serializable):
     """A mutating tool succeeded in this run."""
     nudged: bool = False
     """A finish was already rejected for lack of a change."""
-    calls_since_change: int = -1
-    """Tool calls since the last successful change (``-1``: none yet)."""
+    calls_since_change: int | None = None
+    """Tool calls since the last successful change (``None``: none yet)."""
 
     def observe(self, step: Step, traits: ToolTraits) -> None:
         """Note a recorded tool step (nudge-only steps are ignored)."""
@@ -93,12 +93,12 @@ class MutationGate(Serializable):
         if traits.mutating and not step.is_error:
             self.seen = True
             self.calls_since_change = 0
-        elif self.calls_since_change >= 0:
+        elif self.calls_since_change is not None:
             self.calls_since_change += 1
 
     def recent_progress(self) -> bool:
         """Whether one of the last few tool calls changed the workspace."""
-        return 0 <= self.calls_since_change < PROGRESS_WINDOW
+        return self.calls_since_change is not None and self.calls_since_change < PROGRESS_WINDOW
 
     def check(self) -> Rejection | None:
         """Reject the first finish without a change (the second ends the run unfinished)."""

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from sp4rk.agent._loop import nudges
+from sp4rk.agent._loop.reply import Reply
 from sp4rk.agent.state import RunState
 from sp4rk.agent.types import Step
 from sp4rk.llm.types import ChatResponse, ToolCall
@@ -68,8 +69,7 @@ def interrupted_steps(
     "not run" one when it never started.
     """
     done = {s.action.id: s for s in recorded if s.action is not None}
-    usage = response.usage
-    tokens = usage.input_tokens + usage.output_tokens
+    reply = Reply.of(response, group)
     steps: list[Step] = []
     for index, call in enumerate(response.message.tool_calls):
         if call.id in done:
@@ -80,17 +80,7 @@ def interrupted_steps(
             if call.id in started
             else nudges.not_run_after_interruption(call.name)
         )
-        first = index == 0
         steps.append(
-            Step(
-                thought=response.message.content if first else "",
-                reasoning_content=response.message.reasoning_content if first else "",
-                reasoning_items=list(response.message.reasoning_items) if first else [],
-                action=call,
-                observation=observation,
-                is_error=True,
-                tokens_used=tokens,
-                response_group=group,
-            )
+            reply.step(first=index == 0, action=call, observation=observation, is_error=True)
         )
     return steps

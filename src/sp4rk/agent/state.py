@@ -17,6 +17,7 @@ of a message, so a user's message or a tool's output can never change the execut
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from sp4rk._internal.serde import Serializable
@@ -26,6 +27,8 @@ from sp4rk.agent.gates import Gates
 from sp4rk.agent.hitl import StepLimitResponse
 from sp4rk.agent.taint import TaintState
 
+#: Steps before the end of the budget at which the wrap-up nudge fires.
+WRAP_UP_MARGIN = 3
 #: Most live messages a state may hold undelivered (a bound for hostile checkpoints).
 MAX_PENDING_MESSAGES = 1000
 
@@ -77,6 +80,25 @@ class NudgeFlags(Serializable):
     pre_warning_given: bool = False
     """The pre-compaction warning was given (re-armed after each compaction)."""
 
+    def take_text_reply_nudge(self, allowed: int) -> int:
+        """Use one of the ``allowed`` text-reply nudges: its number, or 0 when none is left."""
+        if self.text_replies >= allowed:
+            return 0
+        self.text_replies += 1
+        return self.text_replies
+
+    def give_wrap_up(self) -> None:
+        """The few-steps-left nudge was given (once per run)."""
+        self.wrap_up_given = True
+
+    def give_pre_warning(self) -> None:
+        """The pre-compaction warning was given."""
+        self.pre_warning_given = True
+
+    def rearm_pre_warning(self) -> None:
+        """The context was compacted: warn again before the next compaction."""
+        self.pre_warning_given = False
+
 
 @dataclass(slots=True, kw_only=True)
 class RunState(Serializable):
@@ -104,8 +126,9 @@ class RunState(Serializable):
     """A verify-on-edit run is owed for the current response."""
 
     def __post_init__(self) -> None:
-        if self.iteration < 0 or self.response_groups < 0 or self.step_budget.granted < 0:
-            raise ValueError("RunState counters must not be negative")
+        negative = _negative_count(self, "state")
+        if negative:
+            raise ValueError(f"RunState counters must not be negative: {negative}")
         if len(self.pending_messages) > MAX_PENDING_MESSAGES:
             raise ValueError(f"RunState holds more than {MAX_PENDING_MESSAGES} pending messages")
 
@@ -117,6 +140,23 @@ class RunState(Serializable):
             raise ValueError(f"at most {MAX_PENDING_MESSAGES} messages may wait for delivery")
         self.pending_messages.append(text)
 
+    def advance(self) -> None:
+        """The step is over: the next model response is the next step."""
+        self.iteration += 1
+
+    def owe_verification(self) -> None:
+        """A successful edit in the current response: verify-on-edit runs at its end."""
+        self.verify_pending = True
+
+    def settle_verification(self) -> bool:
+        """Whether a verification was owed (it is no longer)."""
+        owed, self.verify_pending = self.verify_pending, False
+        return owed
+
+    def keep_interjection(self, text: str) -> None:
+        """The context manager still held ``text`` when the run stopped."""
+        self.pending_interjection = text
+
     def take_message(self) -> str | None:
         """The oldest undelivered message, removed from the queue (``None`` when empty)."""
         return self.pending_messages.pop(0) if self.pending_messages else None
@@ -125,3 +165,24 @@ class RunState(Serializable):
         """A new response-group number: every model response gets one."""
         self.response_groups += 1
         return self.response_groups
+
+
+def _negative_count(value: object, path: str) -> str:
+    """The first integer field below ``value`` that is negative (``""`` when none).
+
+    A hostile checkpoint could otherwise switch a breaker off, or skip the text-reply nudges,
+    with a count below zero.
+    """
+    if not dataclasses.is_dataclass(value) or isinstance(value, type):
+        return ""
+    for f in dataclasses.fields(value):
+        item = getattr(value, f.name)
+        where = f"{path}.{f.name}"
+        if isinstance(item, int) and not isinstance(item, bool) and item < 0:
+            return where
+        if isinstance(item, float) and not item >= 0:  # negative or NaN
+            return where
+        found = _negative_count(item, where)
+        if found:
+            return found
+    return ""

@@ -17,8 +17,6 @@ from sp4rk.tools.context import RunContext
 
 #: Default cap on the verification output shown to the model, in characters.
 DEFAULT_VERIFY_ON_EDIT_CAP = 4000
-#: Tools whose successful calls schedule a verification.
-EDIT_TOOLS = frozenset({"write_file", "edit_file"})
 
 
 @dataclass(slots=True)

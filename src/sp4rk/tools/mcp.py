@@ -182,19 +182,22 @@ class MCPUnavailableError(RuntimeError):
     ``notice`` is sp4rk's account of what happened and what comes next; ``detail`` is what
     the server or the system reported (an error message, the server's last stderr lines),
     which the server controls: the tool's observation wraps it as untrusted, and only it.
+    ``retryable`` is true unless the server itself refused the request: after a crash, a
+    hang or a restart, calling again is legitimate (the repeat breaker does not count it).
     """
 
-    def __init__(self, notice: str, detail: str = "") -> None:
+    def __init__(self, notice: str, detail: str = "", *, retryable: bool = True) -> None:
         super().__init__(f"{notice}\n{detail}" if detail else notice)
         self.notice = notice
         self.detail = detail
+        self.retryable = retryable
 
     def observation(self, server: str) -> ToolResult:
         """The error result for the model: the notice, the detail inside a boundary."""
         text = self.notice
         if self.detail:
             text += "\n" + wrap_untrusted_content(self.detail, f"mcp:{server}")
-        return ToolResult(text, is_error=True, self_wrapped=True)
+        return ToolResult(text, is_error=True, self_wrapped=True, retryable=self.retryable)
 
 
 class MCPTool:
@@ -401,6 +404,7 @@ class _Connection:
                 raise MCPUnavailableError(
                     f"MCP server {self.name!r} refused the request; what it said:",
                     _describe(exc),
+                    retryable=False,
                 ) from exc
             status, tail = _exit_status(await self._stderr_tail())
             self.retire()

@@ -61,7 +61,7 @@ async def run_loop(run: RunScope) -> ExecutorResult:
             staleness_nudge(run)
             if (fill := check_context_fill(run)).status in COMPACTING:
                 await compact_context(run, fill)
-        run.state.iteration += 1
+        run.state.advance()
 
 
 def _emit_thought(run: RunScope, response: ChatResponse) -> None:

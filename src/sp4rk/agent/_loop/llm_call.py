@@ -109,7 +109,7 @@ async def compact_now(run: RunScope) -> bool:
     run.events.context_compaction(
         result.before_percent, result.after_percent, run.settings.plan_step_id
     )
-    run.state.nudges.pre_warning_given = False  # outputs changed: warn again before the next
+    run.state.nudges.rearm_pre_warning()
     run.state.breakers.context_compacted()
     return True
 

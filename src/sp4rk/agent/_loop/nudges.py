@@ -19,7 +19,7 @@ PRINTED_TOOL_CALL = (
 # --- step budget -------------------------------------------------------------------------
 
 
-def wrap_up(remaining: int, active: bool) -> str:
+def wrap_up(remaining: int, *, active: bool) -> str:
     """Few steps are left: wrap up, or keep going when recent edits show progress."""
     if active:
         return (
@@ -82,7 +82,7 @@ CUT_AT_DEADLINE = (
 # --- circuit breakers --------------------------------------------------------------------
 
 
-def repeat_nudge(tool: str, count: int, last_was_error: bool) -> str:
+def repeat_nudge(tool: str, count: int, *, last_was_error: bool) -> str:
     """An identical call was repeated; it was not executed."""
     if last_was_error:
         return (

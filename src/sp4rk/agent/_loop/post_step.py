@@ -5,11 +5,10 @@ from __future__ import annotations
 from sp4rk.agent._loop import nudges
 from sp4rk.agent._loop.llm_call import compact_now
 from sp4rk.agent._loop.scope import RunScope
+from sp4rk.agent.state import WRAP_UP_MARGIN
 from sp4rk.agent.types import FillCheck, NudgeKind
 from sp4rk.llm.errors import ContextWindowExceededError
 
-#: Steps before the budget at which the wrap-up nudge fires.
-WRAP_UP_MARGIN = 3
 #: Fill states after which the context is compacted.
 COMPACTING = frozenset({"compact", "warning", "emergency", "reject"})
 
@@ -22,10 +21,10 @@ def wrap_up(run: RunScope) -> None:
         return
     if run.step < limit - WRAP_UP_MARGIN:
         return
-    flags.wrap_up_given = True
+    flags.give_wrap_up()
     remaining = limit - run.step
     active = run.state.gates.mutation.recent_progress()
-    run.trajectory.nudge(nudges.wrap_up(remaining, active), NudgeKind.WRAP_UP)
+    run.trajectory.nudge(nudges.wrap_up(remaining, active=active), NudgeKind.WRAP_UP)
     run.diag(
         "executor_wrapup_nudge",
         remaining=remaining,

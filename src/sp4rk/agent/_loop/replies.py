@@ -31,22 +31,15 @@ async def handle_text_reply(run: RunScope, response: ChatResponse) -> StepOutcom
     """A reply with no tool call: nudge twice, then accept the text through the finish gates."""
     text = response.message.content
     reply = Reply.of(response, run.state.next_response_group())
-    flags = run.state.nudges
-    if flags.text_replies < MAX_TEXT_NUDGES:
-        flags.text_replies += 1
+    attempt = run.state.nudges.take_text_reply_nudge(MAX_TEXT_NUDGES)
+    if attempt:
         if looks_like_printed_tool_call(text):
             nudge, kind = nudges.PRINTED_TOOL_CALL, NudgeKind.PRINTED_TOOL_CALL
-            run.diag(
-                "tool_call_syntax_nudge",
-                reason="tool_call_syntax_as_text",
-                attempt=flags.text_replies,
-            )
+            run.diag("tool_call_syntax_nudge", reason="tool_call_syntax_as_text", attempt=attempt)
         else:
             nudge, kind = nudges.FINISH_EXPLICITLY, NudgeKind.TEXT_REPLY
             run.diag(
-                "executor_finish_nudge",
-                reason="implicit_finish_without_tool",
-                attempt=flags.text_replies,
+                "executor_finish_nudge", reason="implicit_finish_without_tool", attempt=attempt
             )
         run.trajectory.nudge(nudge, kind, step=reply.step(first=True))
         return NUDGED

@@ -81,7 +81,13 @@ class RunScope:
         resumed = settings.resume_steps
         if state is None:
             state = (
-                state_from_steps(resumed, self.tools.traits, settings.circuit_breaker, first_group)
+                state_from_steps(
+                    resumed,
+                    self.tools.traits,
+                    settings.circuit_breaker,
+                    first_group,
+                    settings.max_steps,
+                )
                 if resumed
                 else RunState(response_groups=first_group)
             )
@@ -181,7 +187,7 @@ class RunScope:
     def save_interjection(self) -> None:
         """Keep a resume interjection the context manager has not retired yet in the state."""
         if self.interjections is not None:
-            self.state.pending_interjection = self.interjections.pending_user_interjection
+            self.state.keep_interjection(self.interjections.pending_user_interjection)
 
 
 def _model_of(llm: object) -> str:

@@ -332,7 +332,7 @@ async def _complete(
         run.diag("parse_error_nudge", tool=name, consecutive_parse_errors=breaker.count)
         notes += "\n\n" + nudges.parse_error_note(breaker.count, content, a.exec_input)
         verdict = Verdict.OK
-    note_call(run, name, is_error)
+    note_call(run, name, is_error=is_error)
     if last and run.state.verify_pending:
         notes = _join(notes, await verification_note(run))
     observation = body + notes
@@ -434,7 +434,7 @@ def _pre_compaction_warning(run: RunScope, observation: str) -> str:
     outputs = run.cw.vulnerable_outputs()
     if not outputs:
         return ""
-    run.state.nudges.pre_warning_given = True
+    run.state.nudges.give_pre_warning()
     run.diag("pre_compaction_nudge", fill_percent=projected, vulnerable_count=len(outputs))
     return "\n\n" + nudges.pre_compaction_warning(
         projected, [(o.tool_name, o.input_hint) for o in outputs]

@@ -12,20 +12,19 @@ from sp4rk.agent.verify import EditVerifyResult, format_verify_note
 RUNNER_TIMEOUT = 900.0
 
 
-def note_call(run: RunScope, tool: str, is_error: bool) -> None:
+def note_call(run: RunScope, tool: str, *, is_error: bool) -> None:
     """A successful write or edit schedules a verification at the end of the response."""
     if run.settings.verify_runner is None or is_error:
         return
     if run.tools.traits(tool).verify_after:
-        run.state.verify_pending = True
+        run.state.owe_verification()
 
 
 async def verification_note(run: RunScope) -> str:
     """Run the pending verification (if any) and return its note, else ``""``."""
     runner = run.settings.verify_runner
-    if not run.state.verify_pending or runner is None:
+    if runner is None or not run.state.settle_verification():
         return ""
-    run.state.verify_pending = False
     try:
         result = await asyncio.wait_for(runner(run.tool_ctx), RUNNER_TIMEOUT)
     except TimeoutError:
