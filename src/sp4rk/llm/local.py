@@ -7,9 +7,12 @@ JSON always parses and names a real tool, whatever the model's size. Without too
 compaction summary, say) the model answers in free text, streamed.
 
 What else helps a small model (see :mod:`sp4rk.llm._local_prompt`): a compact tool listing
-(the grammar carries the schemas), worked examples, and the task repeated after every
-result. And once the model has made the same call twice in a row, a third identical call is
-not accepted: the reply is generated again with that tool left out of the grammar.
+(the grammar carries the schemas), a worked example fitting the task, and the task repeated
+after every result. The grammar does more than shape the call: before the first tool result
+it leaves ``finish`` out (a small model otherwise "answers" at once, from nothing), and once
+the model has made the same call twice in a row, a third identical call is not accepted: the
+reply is generated again with that tool left out of the grammar (a grammar cannot exclude one
+set of arguments, so the tool goes). The executor's repeat breaker would have nudged there.
 
 Usage leaves out what the provider adds to the prompt itself (the listing, the examples and
 the reminder): it is the same on every call, and a context window calibrating itself on the
@@ -48,7 +51,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from sp4rk._internal import safejson
 from sp4rk.llm._chat_format import ChatStreamAssembler, parse_chat_completion
-from sp4rk.llm._local_prompt import Additions, local_messages, preamble
+from sp4rk.llm._local_prompt import FINISH, Additions, all_additions, local_messages
 from sp4rk.llm._schema import openai_parameters
 from sp4rk.llm.base import Provider, logger
 from sp4rk.llm.errors import ContextWindowExceededError, LLMError
@@ -197,16 +200,20 @@ class LocalProvider(Provider):
                 llama.close()
 
     async def prompt_overhead(self, tools: Sequence[ToolDefinition]) -> int:
-        """Tokens the provider adds to every prompt offering ``tools`` (loads the model).
+        """Tokens the provider adds to every prompt offering ``tools``, at most (loads the model).
 
-        The listing, instructions and examples are not in the usage a call reports; give the
+        The listing, instructions and example are not in the usage a call reports (their chat
+        template's few tokens per turn aside); give the
         context window that much less room: ``ContextWindow(n_ctx - overhead, ...)``. (The
         task reminder after each result, a few dozen tokens, is left to the window's margin.)
         """
         if not tools:
             return 0
-        text = preamble(tools)
-        return await asyncio.to_thread(self._run, lambda llama: self._count(llama, text))
+        options = all_additions(tools)
+        return await asyncio.to_thread(
+            self._run,
+            lambda llama: max(sum(self._count(llama, t) for t in a.texts()) for a in options),
+        )
 
     async def _generate(
         self, request: ChatRequest, on_text: Callable[[str], None] | None
@@ -225,9 +232,10 @@ class LocalProvider(Provider):
         data = await self._work(job, added, stop)
         response = self._response(data, request)
         repeated = _repeated_call(request.messages)
-        if repeated is None or response.message.tool_calls[:1] != [repeated]:
+        made = response.message.tool_calls
+        if repeated is None or len(made) != 1 or _key(made[0]) != _key(repeated):
             return response
-        others = [t for t in request.tools if t.name != repeated.name]
+        others = [t for t in _allowed(request) if t.name != repeated.name]
         if not others:
             return response
         logger.debug("local: %s again, a repeat; generating without it", repeated.name)
@@ -249,7 +257,7 @@ class LocalProvider(Provider):
             data = job(llama)
             usage = data.get("usage") if isinstance(data, dict) else None
             if isinstance(usage, dict) and isinstance(usage.get("prompt_tokens"), int):
-                own = sum(self._count(llama, t) for t in (added.preamble, added.reminder) if t)
+                own = sum(self._count(llama, t) for t in added.texts())
                 usage["prompt_tokens"] = max(0, usage["prompt_tokens"] - own)
             return data
 
@@ -307,7 +315,7 @@ class LocalProvider(Provider):
             if value is not None:
                 kwargs[name] = value
         if request.tools:
-            kwargs["grammar"] = self._grammar(request.tools)
+            kwargs["grammar"] = self._grammar(_allowed(request))
         return kwargs, added
 
     def _grammar(self, tools: Sequence[ToolDefinition]) -> LlamaGrammar:
@@ -420,19 +428,34 @@ def _stream_completion(
 
 
 def _repeated_call(messages: Sequence[Message]) -> ToolCall | None:
-    """The call the model made in each of its last ``REPEATS_ALLOWED`` replies, if the same.
+    """The model's last call, if its last ``REPEATS_ALLOWED`` calls were all the same.
 
-    Calls are compared by tool and arguments (parsed, so spacing does not matter); the id is
-    the one a reply of this provider carries, so the result compares equal to a new reply.
+    Calls are compared by :func:`_key`: tool and arguments, spacing aside. Replies without a
+    call in between (a reply cut at the output limit, say) do not break the streak: the
+    executor's repeat breaker does not count them either.
     """
-    replies = [m for m in messages if m.role == "assistant"][-REPEATS_ALLOWED:]
-    if len(replies) < REPEATS_ALLOWED or any(len(m.tool_calls) != 1 for m in replies):
+    calls = [c for m in messages if m.role == "assistant" for c in m.tool_calls]
+    last = calls[-REPEATS_ALLOWED:]
+    if len(last) < REPEATS_ALLOWED or len({_key(c) for c in last}) != 1:
         return None
-    calls = {(m.tool_calls[0].name, _canonical(m.tool_calls[0].input)) for m in replies}
-    if len(calls) != 1:
-        return None
-    name, arguments = calls.pop()
-    return ToolCall("call_0", name, arguments)
+    return last[-1]
+
+
+def _key(call: ToolCall) -> tuple[str, str]:
+    """What makes two calls the same: the tool and the arguments (parsed: spacing aside)."""
+    return call.name, _canonical(call.input)
+
+
+def _allowed(request: ChatRequest) -> list[ToolDefinition]:
+    """The tools this reply may call: all offered, but no ``finish`` before any result.
+
+    A small model asked a question tends to "answer" at once, without reading anything; its
+    first call has to look first. (With ``finish`` the only tool, it stays.)
+    """
+    if any(m.role == "tool" for m in request.messages):
+        return list(request.tools)
+    others = [t for t in request.tools if t.name != FINISH]
+    return others or list(request.tools)
 
 
 def _canonical(arguments: str) -> str:
