@@ -312,3 +312,25 @@ async def test_finish_is_offered_only_once_a_tool_has_answered(fake: FakeLlama) 
     fake.content = json.dumps({"name": "finish", "arguments": {"answer": "hi"}})
     await provider.call(ChatRequest(messages=task, tools=[FINISH]))  # the only tool: kept
     assert fake.requests[-1]["grammar"] is provider._grammar([FINISH])
+
+
+async def test_the_result_reader_is_offered_once_a_result_names_it(fake: FakeLlama) -> None:
+    reader = ToolDefinition(
+        "tool_result_read", "Read.", {"type": "object", "properties": {"hash": {"type": "string"}}}
+    )
+    fake.content = json.dumps({"name": "add", "arguments": {"a": 1}})
+    fake.release.set()
+    provider = LocalProvider("x.gguf", client=fake)  # type: ignore[arg-type]
+
+    def after(result: str) -> list[Message]:
+        return [
+            Message("user", "add one"),
+            Message("assistant", tool_calls=[ToolCall("c1", "add", '{"a": 1}')]),
+            Message("tool", result, tool_call_id="c1"),
+        ]
+
+    await provider.call(ChatRequest(messages=after("2"), tools=[ADD, reader]))
+    assert fake.requests[-1]["grammar"] is provider._grammar([ADD])
+    cut = '2 [... cut; use tool_result_read(hash="ab12") to read the rest]'
+    await provider.call(ChatRequest(messages=after(cut), tools=[ADD, reader]))
+    assert fake.requests[-1]["grammar"] is provider._grammar([ADD, reader])

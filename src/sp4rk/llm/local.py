@@ -9,7 +9,8 @@ compaction summary, say) the model answers in free text, streamed.
 What else helps a small model (see :mod:`sp4rk.llm._local_prompt`): a compact tool listing
 (the grammar carries the schemas), a worked example fitting the task, and the task repeated
 after every result. The grammar does more than shape the call: before the first tool result
-it leaves ``finish`` out (a small model otherwise "answers" at once, from nothing), and once
+it leaves ``finish`` out (a small model otherwise "answers" at once, from nothing), it leaves
+``tool_result_read`` out until a result names it (a cut result's notice), and once
 the model has made the same call twice in a row, a third identical call is not accepted: the
 reply is generated again with that tool left out of the grammar (a grammar cannot exclude one
 set of arguments, so the tool goes). The executor's repeat breaker would have nudged there.
@@ -65,6 +66,8 @@ _OVERFLOW = re.compile(r"exceed context window", re.IGNORECASE)
 T = TypeVar("T")
 #: Identical consecutive calls after which the same call is not accepted again.
 REPEATS_ALLOWED = 2
+#: The executor's tool for reading back a cut result (named in the cut result's notice).
+RESULT_READER = "tool_result_read"
 #: Token counts of the provider's own additions remembered per provider.
 _MAX_COUNTED = 64
 
@@ -447,15 +450,20 @@ def _key(call: ToolCall) -> tuple[str, str]:
 
 
 def _allowed(request: ChatRequest) -> list[ToolDefinition]:
-    """The tools this reply may call: all offered, but no ``finish`` before any result.
+    """The tools this reply may call: those offered, less the ones of no use yet.
 
-    A small model asked a question tends to "answer" at once, without reading anything; its
-    first call has to look first. (With ``finish`` the only tool, it stays.)
+    A small model asked a question tends to "answer" at once, without reading anything, so
+    ``finish`` waits for the first tool result; and ``tool_result_read`` (reading back a
+    result that was cut) waits for a result that names it. (A tool left alone stays.)
     """
-    if any(m.role == "tool" for m in request.messages):
-        return list(request.tools)
-    others = [t for t in request.tools if t.name != FINISH]
-    return others or list(request.tools)
+    results = [m.content for m in request.messages if m.role == "tool"]
+    waiting: set[str] = set()
+    if not results:
+        waiting.add(FINISH)
+    if not any(RESULT_READER in r for r in results):
+        waiting.add(RESULT_READER)
+    allowed = [t for t in request.tools if t.name not in waiting]
+    return allowed or list(request.tools)
 
 
 def _canonical(arguments: str) -> str:
