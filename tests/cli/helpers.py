@@ -8,6 +8,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from sp4rk.cli import main
+
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 
@@ -51,3 +55,35 @@ def command_env(**extra: str) -> dict[str, str]:
 
 
 SP4RK = [sys.executable, "-m", "sp4rk"]
+
+
+class Sp4rk:
+    """Runs ``sp4rk`` in this process against one workspace and one store."""
+
+    def __init__(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        self.workspace = tmp_path / "ws"
+        self.workspace.mkdir()
+        self.store = tmp_path / "state" / "runs.db"
+        self.tmp = tmp_path
+        self.capsys = capsys
+        self.out = self.err = ""
+
+    def __call__(self, *args: str) -> int:
+        self.capsys.readouterr()
+        code = main([*args, "--store", str(self.store)])
+        self.out, self.err = self.capsys.readouterr()
+        return code
+
+    def run(self, replies: list[dict[str, Any]], *args: str, task: str = "do it") -> int:
+        script = write_script(self.tmp / "script.json", replies)
+        return self("run", task, "-w", str(self.workspace), "--model", f"scripted:{script}", *args)
+
+    def result(self) -> dict[str, Any]:
+        last = events(self.out)[-1]
+        assert last["event"] == "result", self.out + self.err
+        return last
+
+    def shown(self, run_id: str) -> dict[str, Any]:
+        assert self("show", run_id, "--json") == 0
+        data: dict[str, Any] = json.loads(self.out)
+        return data

@@ -7,50 +7,22 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from sp4rk.cli import main
 from sp4rk.store import SQLiteRunStore
-from tests.cli.helpers import SP4RK, call, command_env, done, events, finish, reply, write_script
-
-
-class Sp4rk:
-    """Runs ``sp4rk`` in this process against one workspace and one store."""
-
-    def __init__(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-        self.workspace = tmp_path / "ws"
-        self.workspace.mkdir()
-        self.store = tmp_path / "state" / "runs.db"
-        self.tmp = tmp_path
-        self.capsys = capsys
-        self.out = self.err = ""
-
-    def __call__(self, *args: str) -> int:
-        self.capsys.readouterr()
-        code = main([*args, "--store", str(self.store)])
-        self.out, self.err = self.capsys.readouterr()
-        return code
-
-    def run(self, replies: list[dict[str, Any]], *args: str, task: str = "do it") -> int:
-        script = write_script(self.tmp / "script.json", replies)
-        return self("run", task, "-w", str(self.workspace), "--model", f"scripted:{script}", *args)
-
-    def result(self) -> dict[str, Any]:
-        last = events(self.out)[-1]
-        assert last["event"] == "result", self.out + self.err
-        return last
-
-    def shown(self, run_id: str) -> dict[str, Any]:
-        assert self("show", run_id, "--json") == 0
-        data: dict[str, Any] = json.loads(self.out)
-        return data
-
-
-@pytest.fixture
-def sp4rk(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Sp4rk:
-    return Sp4rk(tmp_path, capsys)
+from tests.cli.helpers import (
+    SP4RK,
+    Sp4rk,
+    call,
+    command_env,
+    done,
+    events,
+    finish,
+    reply,
+    write_script,
+)
 
 
 def test_a_scripted_run_finishes_and_everything_is_in_the_store(sp4rk: Sp4rk) -> None:

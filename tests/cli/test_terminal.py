@@ -199,3 +199,21 @@ def test_a_typed_line_is_delivered_to_the_model_at_the_next_boundary(session: Se
     assert term.wait() == 0
     users = [s["user_nudge"] for s in session.shown()["steps"] if s["nudge_kind"] == "user"]
     assert users == ["please also check the docs"]
+
+
+def test_a_budget_limit_asks_in_its_own_unit_and_shows_the_spend(session: Session) -> None:
+    globs = [reply(call("glob", pattern=f"*.{n}")) for n in "abc"]
+    term = session.start([*globs, *done()], "--max-tool-calls", "1")
+    term.expect(r"budget: 1 tool calls")
+    term.expect(r"the tool-call budget is used up \(1 of 1\); spent so far: .*1 tool calls")
+    term.expect(r"\[o\] allow one more tool call  \[m\] allow 1 more tool call  ")
+    term.expect(r"\[a\] no tool-call limit for this run  \[s\] stop")
+    term.send("o\r")
+    term.expect(r"the tool-call budget: allow_once")
+    term.expect(r"the tool-call budget is used up \(2 of 2\)")
+    term.send("a\r")
+    assert term.wait() == 0
+    shown = session.shown()
+    assert shown["run"]["status"] == "finished"
+    assert shown["spent"]["granted"] == {"max_tool_calls": 1.0}
+    assert shown["spent"]["lifted"] == ["max_tool_calls"]

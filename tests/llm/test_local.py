@@ -27,6 +27,7 @@ from sp4rk.llm import Router  # noqa: E402
 from sp4rk.llm.errors import ContextWindowExceededError  # noqa: E402
 from sp4rk.llm.local import LocalProvider, bundled_model_path  # noqa: E402
 from sp4rk.llm.types import ChatRequest, Message, ToolDefinition  # noqa: E402
+from sp4rk.tools.builtins.result_read import tool_result_read  # noqa: E402
 from tests.llm.task import registry, run_task  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
@@ -58,8 +59,10 @@ async def test_two_step_task_with_grammar_constrained_calls(smollm2: Any) -> Non
         result = await run_task(llm, max_steps=6, window=4096)
     elapsed = time.monotonic() - started
 
+    # The task's tools and the executor's own (finish, tool_result_read): all are offered.
     schemas = {d.name: d.input_schema for d in registry().list()}
     schemas["finish"] = {"properties": {"answer": {"type": "string"}}, "required": ["answer"]}
+    schemas[tool_result_read.name] = tool_result_read.input_schema
     calls = [s.action for s in result.steps if s.action is not None]
     assert len(calls) >= 2, result.steps  # it went past the first tool result
     for call in calls:  # the grammar guarantees a real tool and well-formed arguments

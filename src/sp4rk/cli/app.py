@@ -19,15 +19,18 @@ from sp4rk.cli.batch import batch
 from sp4rk.cli.config import (
     APPROVE_MODES,
     FileConfig,
+    Settings,
     load_config,
     resolve_settings,
     stored_settings,
 )
 from sp4rk.cli.errors import EXIT_FINISHED, EXIT_USAGE, CommandError, UsageProblem
-from sp4rk.cli.models import build_model
-from sp4rk.cli.session import Launch, announce, drive, interactive
+from sp4rk.cli.models import Model, build_model
+from sp4rk.cli.session import Launch, announce, audit_path, drive, interactive
 from sp4rk.cli.toolset import builtin_registry, mcp_tools
+from sp4rk.cli.tracing import tracing
 from sp4rk.cli.view import JsonView, TextView, View
+from sp4rk.llm.pricing import PRICES_AS_OF
 from sp4rk.store import (
     RunNotFoundError,
     SQLiteRunStore,
@@ -161,6 +164,35 @@ def _run_options(fn: Callable[P, int]) -> Callable[P, int]:
             help="Step budget; at the limit you are asked whether to go on. Default 30.",
         ),
         click.option(
+            "--max-cost",
+            type=float,
+            default=None,
+            metavar="USD",
+            help="Budget in US dollars for the whole run; checked before each model call. "
+            "Needs the model's price (built in for Claude and GPT models; else price in "
+            "sp4rk.toml).",
+        ),
+        click.option(
+            "--max-tokens",
+            type=int,
+            default=None,
+            metavar="N",
+            help="Budget of input + output tokens for the whole run.",
+        ),
+        click.option(
+            "--max-time",
+            default=None,
+            metavar="DURATION",
+            help="Wall-clock budget: seconds, or 90s, 10m, 1h. A paused run's clock stands still.",
+        ),
+        click.option(
+            "--max-tool-calls",
+            type=int,
+            default=None,
+            metavar="N",
+            help="Budget of tool calls for the whole run.",
+        ),
+        click.option(
             "--approve",
             type=click.Choice(APPROVE_MODES),
             default=None,
@@ -182,6 +214,13 @@ def _run_options(fn: Callable[P, int]) -> Callable[P, int]:
         ),
         click.option(
             "--quiet", "-q", is_flag=True, help="Show only questions, the run's id and its result."
+        ),
+        click.option(
+            "--otel",
+            is_flag=True,
+            help="Export traces and metrics with OpenTelemetry, configured by the OTEL_* "
+            "variables (needs the SDK: pip install opentelemetry-sdk "
+            "opentelemetry-exporter-otlp).",
         ),
     ]
     for option in reversed(options):
@@ -215,10 +254,15 @@ def run(
     model: str | None,
     base_url: str | None,
     max_steps: int | None,
+    max_cost: float | None,
+    max_tokens: int | None,
+    max_time: str | None,
+    max_tool_calls: int | None,
     approve: str | None,
     verify: str | None,
     as_json: bool,
     quiet: bool,
+    otel: bool,
     system: Path | None,
     store: Path | None,
 ) -> int:
@@ -228,6 +272,7 @@ def run(
     Examples:
       sp4rk run "Fix the failing test in tests/test_api.py" --verify "pytest -x -q"
       sp4rk run "Summarise README.md" --model openai:gpt-4.1 --approve never
+      sp4rk run "Add type hints to utils.py" --max-cost 0.50 --max-time 10m
       sp4rk run "Rename foo to bar" -w ~/src/app --model openai-compatible:qwen3 \\
           --base-url http://localhost:8000/v1
 
@@ -235,9 +280,13 @@ def run(
     step (resume with sp4rk resume ID), Ctrl-C twice stops at once. Every step is
     saved as it happens, so a crash loses nothing.
 
+    A budget (--max-cost, --max-tokens, --max-time, --max-tool-calls) is checked before
+    anything is spent; at a limit you are asked whether to go on, and the model is told
+    when it nears one so it can wrap up.
+
     \b
     Exit status: 0 finished · 3 paused (resumable) · 4 ended unfinished (step limit,
-    breaker, gate) · 1 error (provider, configuration, store) · 2 usage error.
+    budget, breaker, gate) · 1 error (provider, configuration, store) · 2 usage error.
     """
     if not task.strip():
         raise UsageProblem('the task is empty: sp4rk run "what the agent should do"')
@@ -251,14 +300,18 @@ def run(
         "model": model,
         "base_url": base_url,
         "max_steps": max_steps,
+        "max_cost": max_cost,
+        "max_tokens": max_tokens,
+        "max_time": max_time,
+        "max_tool_calls": max_tool_calls,
         "approve": approve,
         "verify": verify,
         "system": system,
     }
     settings = resolve_settings(flags, config, folder)
-    built = build_model(
-        settings.model, base_url=settings.base_url, context_tokens=settings.context_tokens
-    )
+    built = _built(settings)
+    view = _view(as_json, quiet)
+    tracer = tracing(view) if otel else None
     runs = _open_store(store)
     try:
         record = runs.create_run(
@@ -270,13 +323,33 @@ def run(
             checkpoint=None,
             settings=settings,
             model=built,
-            view=_view(as_json, quiet),
+            view=view,
             interactive=interactive(),
+            tracer=tracer,
         )
         announce(launch, config_source=config.source)
         return asyncio.run(drive(launch))
     finally:
         runs.close()
+
+
+def _built(settings: Settings) -> Model:
+    """The run's model; a cost budget needs its price.
+
+    Raises:
+        UsageProblem: ``--max-cost`` for a model whose price is unknown.
+    """
+    built = build_model(
+        settings.model, base_url=settings.base_url, context_tokens=settings.context_tokens
+    )
+    if settings.max_cost is not None and not built.price_known(built.prices(settings.price)):
+        raise UsageProblem(
+            f"--max-cost needs the price of {built.spec}, which sp4rk's price table "
+            f"(sp4rk.llm.pricing, list prices of {PRICES_AS_OF}) does not know: set "
+            "price = { input = USD, output = USD } (per million tokens) in the workspace's "
+            "sp4rk.toml, or limit tokens with --max-tokens instead"
+        )
+    return built
 
 
 @cli.command()
@@ -291,10 +364,15 @@ def resume(
     model: str | None,
     base_url: str | None,
     max_steps: int | None,
+    max_cost: float | None,
+    max_tokens: int | None,
+    max_time: str | None,
+    max_tool_calls: int | None,
     approve: str | None,
     verify: str | None,
     as_json: bool,
     quiet: bool,
+    otel: bool,
     store: Path | None,
 ) -> int:
     """Continue a paused, stopped, failed or interrupted run, optionally with a MESSAGE.
@@ -304,9 +382,12 @@ def resume(
       sp4rk resume 1a2b3c4d
       sp4rk resume last "the tests live in tests/unit, not tests/"
       sp4rk resume 1a2b --max-steps 60        # more room after the step limit
+      sp4rk resume 1a2b --max-cost 2          # the whole run may now cost $2
 
     RUN_ID may be a unique prefix (4+ characters) or "last". The run keeps its task,
-    workspace, model and settings; options given here replace them. A run whose process
+    workspace, model and settings; options given here replace them. Budgets are for the
+    whole run: what was spent before the resume counts, so raise a limit the run hit
+    (--max-cost 2 after a $1 budget gives it $1 more). A run whose process
     was killed mid-call resumes without running that call again: the model is told its
     outcome is unknown. The verify command and MCP servers come from the options and the
     workspace's configuration (the store never supplies a command to run).
@@ -332,18 +413,21 @@ def resume(
             "model": model,
             "base_url": base_url,
             "max_steps": max_steps,
+            "max_cost": max_cost,
+            "max_tokens": max_tokens,
+            "max_time": max_time,
+            "max_tool_calls": max_tool_calls,
             "approve": approve,
             "verify": verify,
         }
         settings = resolve_settings(flags, config, folder, base=base)
-        built = build_model(
-            settings.model, base_url=settings.base_url, context_tokens=settings.context_tokens
-        )
-        record = runs.claim_run(record.id)
+        built = _built(settings)
+        view = _view(as_json, quiet)
+        tracer = tracing(view) if otel else None
+        record = runs.claim_run(record.id, model=built.spec, settings=settings.to_store())
         if message:
             runs.queue_message(record.id, message)
         checkpoint = runs.recover(record.id)
-        view = _view(as_json, quiet)
         launch = Launch(
             store=runs,
             record=record,
@@ -352,6 +436,7 @@ def resume(
             model=built,
             view=view,
             interactive=interactive(),
+            tracer=tracer,
         )
         if ended_by_accepted_finish(checkpoint):
             return _already_finished(launch)
@@ -384,6 +469,7 @@ def _already_finished(launch: Launch) -> int:
         output_tokens=record.output_tokens,
         status="finished",
         cost_usd=record.cost_usd,
+        exhausted_limit="",
     )
     launch.view.answer(output)
     return EXIT_FINISHED
@@ -414,6 +500,8 @@ def runs(as_json: bool, limit: int, store: str | None) -> int:
 def show(run_id: str, as_json: bool, store: str | None) -> int:
     """Show a run step by step: thoughts, tool calls, results, nudges and your messages.
 
+    Also its budget, what it spent, and the file its approval decisions went to.
+
     \b
     Examples:
       sp4rk show            # the latest run
@@ -423,7 +511,18 @@ def show(run_id: str, as_json: bool, store: str | None) -> int:
     with open_store(store or default_store_path()) as opened:
         record = opened.get_run(run_id)
         closing = [s for _, _, steps in opened.closing_steps(record.id) for s in steps]
-        listing.print_run(record, opened.steps(record.id), closing, as_json=as_json)
+        state = opened.state(record.id)
+        audit = (  # a database server keeps no files by it
+            audit_path(opened.path, record.id) if isinstance(opened, SQLiteRunStore) else None
+        )
+        listing.print_run(
+            record,
+            opened.steps(record.id),
+            closing,
+            spent=state.budget if state is not None else None,
+            audit_log=audit if audit is not None and audit.is_file() else None,
+            as_json=as_json,
+        )
     return EXIT_FINISHED
 
 

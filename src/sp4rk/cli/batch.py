@@ -14,7 +14,7 @@ import functools
 import json
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import FrameType
 
@@ -35,14 +35,12 @@ from sp4rk.batch import (
 from sp4rk.batch.on_ray import RayMissingError
 from sp4rk.cli.config import DEFAULT_MAX_STEPS, DEFAULT_MODEL
 from sp4rk.cli.errors import EXIT_ERROR, EXIT_FINISHED, EXIT_PAUSED, EXIT_USAGE, CommandError
-from sp4rk.cli.models import WithoutUsage, build_model, tool_listing_tokens
+from sp4rk.cli.models import build_model
 from sp4rk.cli.toolset import builtin_registry
 from sp4rk.cli.view import cost_text, one_line, tokens_text
-from sp4rk.llm.pricing import ModelPrice, default_price_table
+from sp4rk.llm import SimpleTokenCounter
 from sp4rk.store import StoreError
-
-#: The price of the scripted model's responses (it costs nothing).
-FREE = ModelPrice(input=0.0, output=0.0)
+from sp4rk.tools import ToolDescriptor
 
 
 def batch_model(spec: str, *, base: str = "", base_url: str = "") -> BatchModel:
@@ -59,13 +57,21 @@ def batch_model(spec: str, *, base: str = "", base_url: str = "") -> BatchModel:
         if not rest_path.is_absolute():
             spec = f"{prefix}:{Path(base) / rest_path}"
     built = build_model(spec, base_url=base_url if prefix != "scripted" else "")
-    prices = default_price_table().with_prices({"scripted": FREE}) if prefix == "scripted" else None
-    if built.calibrates:
-        return BatchModel(built.caller, built.spec, built.context_tokens, prices)
-    listing = tool_listing_tokens(builtin_registry(Path.cwd()).list())
-    return BatchModel(
-        WithoutUsage(built.caller), built.spec, built.context_tokens - listing, prices
-    )
+    prices = built.prices() if built.price is not None else None  # local and scripted: free
+    context = built.context_tokens
+    if built.overhead is not None:  # a local model's prompt also holds the tool listing
+        context -= tool_listing_tokens(builtin_registry(Path.cwd()).list())
+    return BatchModel(built.caller, built.spec, context, prices)
+
+
+def tool_listing_tokens(tools: Sequence[ToolDescriptor]) -> int:
+    """About how many tokens a listing of ``tools`` takes in a prompt (a local model's).
+
+    ``sp4rk run`` asks the provider; a batch builds its models before any event loop runs,
+    so it estimates.
+    """
+    listing = json.dumps([[t.name, t.description, t.input_schema] for t in tools])
+    return SimpleTokenCounter().count(listing)
 
 
 class PlainProgress(BatchListener):

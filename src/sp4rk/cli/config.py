@@ -8,7 +8,11 @@
     verify = "python -m pytest -x -q"    # run after every edit; the result goes to the model
     system = "prompts/agent.md"          # system prompt file, relative to the workspace
     context_tokens = 200000
-    price = { input = 3.0, output = 15.0 }   # USD per million tokens, for the cost display
+    price = { input = 3.0, output = 15.0 }   # USD per million tokens (else sp4rk.llm.pricing)
+    max_cost = 2.0                       # the run's budget: USD, input+output tokens,
+    max_tokens = 500000                  # wall-clock time ("90s", "10m", "1h" or seconds)
+    max_time = "30m"                     # and tool calls; each optional
+    max_tool_calls = 200
 
     [mcp.docs]                           # MCP servers whose tools the run may use
     command = "docs-mcp"
@@ -20,12 +24,16 @@ Keys are checked: an unknown key or a value of the wrong type is an error naming
 
 from __future__ import annotations
 
+import math
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast
 
+from sp4rk.agent import Budget
 from sp4rk.cli.errors import CommandError, UsageProblem
+from sp4rk.llm.pricing import ModelPrice, PriceTable
 
 Approve = Literal["ask", "auto", "never"]
 APPROVE_MODES: tuple[Approve, ...] = ("ask", "auto", "never")
@@ -44,8 +52,16 @@ _KEYS: dict[str, type | tuple[type, ...]] = {
     "system": str,
     "context_tokens": int,
     "price": dict,
+    "max_cost": float,
+    "max_tokens": int,
+    "max_time": float,
+    "max_tool_calls": int,
     "mcp": dict,
 }
+#: The budget's settings, as the flags, the file and the store name them.
+BUDGET_KEYS = ("max_cost", "max_tokens", "max_time", "max_tool_calls")
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h)?\s*$", re.IGNORECASE)
+_UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "min": 60, "h": 3600}
 _MCP_KEYS: dict[str, type] = {
     "command": str,
     "args": list,
@@ -80,9 +96,24 @@ class Settings:
     system_prompt: str = ""
     context_tokens: int = 0
     """0: the model's usual window."""
-    price: tuple[float, float] | None = None
-    """USD per million input and output tokens, when configured."""
+    price: ModelPrice | None = None
+    """What the model costs, when configured (else the price table's, if it knows it)."""
+    max_cost: float | None = None
+    """The run's budget (``None``: no such limit): USD, input+output tokens, seconds, calls."""
+    max_tokens: int | None = None
+    max_time: float | None = None
+    max_tool_calls: int | None = None
     mcp: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def budget(self, prices: PriceTable) -> Budget:
+        """The run's :class:`~sp4rk.agent.Budget`, pricing its calls with ``prices``."""
+        return Budget.from_limits(
+            max_cost_usd=self.max_cost,
+            max_tokens=self.max_tokens,
+            max_seconds=self.max_time,
+            max_tool_calls=self.max_tool_calls,
+            prices=prices,
+        )
 
     def to_store(self) -> dict[str, Any]:
         """What the runs store keeps (commands only for display: resume re-reads them)."""
@@ -93,7 +124,10 @@ class Settings:
             "verify": self.verify,
             "system_prompt": self.system_prompt,
             "context_tokens": self.context_tokens,
-            "price": list(self.price) if self.price else None,
+            "price": {"input": self.price.input, "output": self.price.output}
+            if self.price
+            else None,
+            **{key: getattr(self, key) for key in BUDGET_KEYS},
         }
 
 
@@ -140,6 +174,8 @@ def _checked(values: dict[str, Any], where: str) -> dict[str, Any]:
             raise CommandError(
                 f"{where}: unknown key {key!r}; the keys are {', '.join(sorted(_KEYS))}"
             )
+        if key in BUDGET_KEYS:
+            continue  # checked below, with what each accepts
         if (isinstance(value, bool) and expected is int) or not isinstance(value, expected):
             raise CommandError(f"{where}: {key} must be {_type_name(expected)}")
     if "approve" in values and values["approve"] not in APPROVE_MODES:
@@ -148,6 +184,12 @@ def _checked(values: dict[str, Any], where: str) -> dict[str, Any]:
         raise CommandError(f"{where}: max_steps must be at least 1")
     if "price" in values:
         _price(values["price"], where)
+    for key in BUDGET_KEYS:
+        if key in values:
+            try:
+                _limit(key, values[key], key)
+            except ValueError as exc:
+                raise CommandError(f"{where}: {exc}") from None
     for name, server in values.get("mcp", {}).items():
         if not isinstance(server, dict):
             raise CommandError(f"{where}: mcp.{name} must be a table (command = ..., or url = ...)")
@@ -176,14 +218,33 @@ def _type_name(kind: type | tuple[type, ...]) -> str:
     return names.get(kind, "a value") if isinstance(kind, type) else "a value"
 
 
-def _price(value: dict[str, Any], where: str) -> tuple[float, float]:
+def _price(value: dict[str, Any], where: str) -> ModelPrice:
     if set(value) != {"input", "output"} or not all(
-        isinstance(v, int | float) and not isinstance(v, bool) and v >= 0 for v in value.values()
+        isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+        for v in value.values()
     ):
         raise CommandError(
             f"{where}: price must be {{ input = USD, output = USD }} per million tokens"
         )
-    return float(value["input"]), float(value["output"])
+    return ModelPrice(input=float(value["input"]), output=float(value["output"]))
+
+
+def _limit(key: str, value: Any, name: str) -> float | int:
+    """A budget setting checked: a positive number (``max_time`` also ``"90s"``, ``"10m"``).
+
+    Raises:
+        ValueError: naming the setting as ``name``.
+    """
+    if key == "max_time" and isinstance(value, str):
+        match = _DURATION.match(value)
+        if match is None:
+            raise ValueError(f"{name} must be seconds or a duration like 90s, 10m or 1h")
+        value = float(match[1]) * _UNIT_SECONDS[(match[2] or "").lower()]
+    whole = key in ("max_tokens", "max_tool_calls")
+    ok = isinstance(value, int) if whole else isinstance(value, int | float)
+    if isinstance(value, bool) or not ok or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be {'a whole number' if whole else 'a number'} above 0")
+    return value if whole else float(value)
 
 
 def resolve_settings(
@@ -209,6 +270,14 @@ def resolve_settings(
     approve = pick("approve")
     if approve not in APPROVE_MODES:
         raise UsageProblem(f"--approve must be one of {', '.join(APPROVE_MODES)}")
+    limits: dict[str, Any] = {}
+    for key in BUDGET_KEYS:
+        value, given = pick(key), flags.get(key) is not None
+        name = f"--{key.replace('_', '-')}" if given else f"{config.source or 'the store'}: {key}"
+        try:
+            limits[key] = None if value is None else _limit(key, value, name)
+        except ValueError as exc:
+            raise (UsageProblem if given else CommandError)(str(exc)) from None
     system_prompt = settings.system_prompt
     if flags.get("system"):
         system_prompt = _read_prompt(Path(flags["system"]), UsageProblem)
@@ -223,6 +292,10 @@ def resolve_settings(
         system_prompt=system_prompt,
         context_tokens=int(file.get("context_tokens", settings.context_tokens)),
         price=_price(file["price"], config.source) if "price" in file else settings.price,
+        max_cost=limits["max_cost"],
+        max_tokens=limits["max_tokens"],
+        max_time=limits["max_time"],
+        max_tool_calls=limits["max_tool_calls"],
         mcp=dict(file.get("mcp", {})),
     )
 
@@ -242,6 +315,12 @@ def stored_settings(stored: dict[str, Any]) -> Settings:
     workspace on resume: the store never supplies anything that is executed.
     """
     price = stored.get("price")
+    limits: dict[str, Any] = {}
+    for key in BUDGET_KEYS:
+        try:
+            limits[key] = _limit(key, stored[key], key) if stored.get(key) else None
+        except ValueError:
+            limits[key] = None
     return Settings(
         base_url=str(stored.get("base_url") or ""),
         max_steps=_positive(stored.get("max_steps"), DEFAULT_MAX_STEPS),
@@ -250,12 +329,16 @@ def stored_settings(stored: dict[str, Any]) -> Settings:
         else "ask",
         system_prompt=str(stored.get("system_prompt") or ""),
         context_tokens=_positive(stored.get("context_tokens"), 0),
-        price=(float(price[0]), float(price[1]))
-        if isinstance(price, list)
-        and len(price) == 2
-        and all(isinstance(p, int | float) and not isinstance(p, bool) for p in price)
-        else None,
+        price=_stored_price(price),
+        **limits,
     )
+
+
+def _stored_price(value: Any) -> ModelPrice | None:
+    try:
+        return _price(value, "the store") if isinstance(value, dict) else None
+    except CommandError:
+        return None
 
 
 def _positive(value: Any, default: int) -> int:

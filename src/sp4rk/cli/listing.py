@@ -7,15 +7,18 @@ import json
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from sp4rk.agent import Step
+from sp4rk.agent import BudgetReport, BudgetState, Step
 from sp4rk.agent.types import NudgeKind
-from sp4rk.cli.view import cost_text, headline, one_line, tokens_text
+from sp4rk.cli.config import stored_settings
+from sp4rk.cli.view import budget_text, cost_text, headline, limit_text, one_line, tokens_text
+from sp4rk.llm.pricing import PriceTable
 from sp4rk.store import RunRecord
 from sp4rk.tools import Registry
 from sp4rk.tools.builtins.finish import FINISH_TOOL_NAME
@@ -78,11 +81,17 @@ def print_runs(records: Sequence[RunRecord], *, as_json: bool) -> None:
             r.exit_reason or "—",
             str(r.step_count),
             f"{tokens_text(r.input_tokens)}/{tokens_text(r.output_tokens)}",
-            cost_text(r.cost_usd),
+            "unknown" if r.cost_usd is None else cost_text(r.cost_usd),
             age(r.created_at),
             Text(one_line(r.task, 60)),
         )
     console.print(table)
+
+
+def limits_of(record: RunRecord) -> dict[str, float]:
+    """The run's budget limits as it was last configured, by limit name."""
+    limits = stored_settings(record.settings).budget(PriceTable()).limits()
+    return {str(name): value for name, value in limits.items()}
 
 
 def print_run(
@@ -90,13 +99,22 @@ def print_run(
     steps: Sequence[Step],
     closing: Sequence[Step],
     *,
+    spent: BudgetState | None = None,
+    audit_log: Path | None = None,
     as_json: bool,
 ) -> None:
-    """One run's trajectory, readable: thoughts, calls, results, nudges."""
+    """One run's trajectory, readable: thoughts, calls, results, nudges, and its spend.
+
+    ``spent`` is the spend in the run's saved state; ``audit_log`` the file of its approval
+    decisions, when it has one.
+    """
     if as_json:
         _write_json(
             {
                 "run": record_dict(record),
+                "budget": limits_of(record),
+                "spent": spent.to_dict() if spent is not None else None,
+                "audit_log": str(audit_log) if audit_log is not None else None,
                 "steps": [s.to_dict() for s in steps],
                 "in_flight": [s.to_dict() for s in closing],
             }
@@ -118,6 +136,20 @@ def print_run(
     )
     console.print(Text.assemble(("task: ", "bold"), record.task))
     console.print(Text(f"model {record.model} · workspace {record.workspace}", style="dim"))
+    limits = limits_of(record)
+    if limits:
+        console.print(Text.assemble(("budget: ", "bold"), budget_text(limits)))
+    if spent is not None:
+        report = BudgetReport(
+            usage=spent.usage,
+            cost_usd=spent.cost,
+            seconds=spent.seconds,
+            tool_calls=spent.tool_calls,
+            model_calls=spent.model_calls,
+        )
+        console.print(Text(f"spent: {report.summary()}", style="dim"))
+    if audit_log is not None:
+        console.print(Text(f"approvals: {audit_log}", style="dim"))
     _print_steps(console, steps, start=1)
     if closing:
         console.print(
@@ -128,6 +160,8 @@ def print_run(
         console.print(Text.assemble(("error: ", "bold red"), record.error))
     if record.output:
         console.print(Text.assemble(("output: ", "bold"), record.output))
+    if record.exit_reason == "budget_exhausted" and spent is not None and spent.exhausted:
+        console.print(Text(f"{limit_text(spent.exhausted)} was used up", style="yellow"))
     if status not in ("finished", "running"):
         console.print(Text(f"resume it with: sp4rk resume {record.id}", style="dim"))
 

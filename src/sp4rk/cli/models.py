@@ -10,18 +10,16 @@
 
 from __future__ import annotations
 
-import dataclasses
-import json
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from sp4rk.agent import LLMCaller
 from sp4rk.cli.errors import CommandError, UsageProblem
 from sp4rk.cli.scripted import ScriptModel
-from sp4rk.llm import ChatRequest, ChatResponse, LLMError, Router, SimpleTokenCounter, TokenUsage
+from sp4rk.llm import LLMError, Router, ToolDefinition
+from sp4rk.llm.pricing import ModelPrice, PriceTable, default_price_table
 from sp4rk.llm.router import PREFIXES
-from sp4rk.tools import ToolDescriptor
 
 #: The context window given to local models (``LocalProvider``'s default ``n_ctx``).
 LOCAL_CONTEXT = 8192
@@ -33,22 +31,8 @@ BUNDLED_NOTE = (
     "real task. For real work pass --model anthropic:claude-sonnet-4-5, openai:gpt-4.1 or "
     "another provider (keys from ANTHROPIC_API_KEY, OPENAI_API_KEY, ...)."
 )
-#: USD per million input and output tokens, by model-name prefix (list prices; override
-#: with ``price`` in sp4rk.toml). Longer prefixes are tried first.
-PRICES: dict[str, tuple[float, float]] = {
-    "claude-opus-4": (15.0, 75.0),
-    "claude-sonnet-4": (3.0, 15.0),
-    "claude-haiku-4": (1.0, 5.0),
-    "claude-3-5-haiku": (0.8, 4.0),
-    "gpt-4.1-nano": (0.1, 0.4),
-    "gpt-4.1-mini": (0.4, 1.6),
-    "gpt-4.1": (2.0, 8.0),
-    "gpt-4o-mini": (0.15, 0.6),
-    "gpt-4o": (2.5, 10.0),
-    "gpt-5-nano": (0.05, 0.4),
-    "gpt-5-mini": (0.25, 2.0),
-    "gpt-5": (1.25, 10.0),
-}
+#: What a model running on this machine (or replayed from a file) costs.
+FREE = ModelPrice(input=0.0, output=0.0)
 
 
 @dataclass(slots=True)
@@ -59,13 +43,45 @@ class Model:
     spec: str
     """The spec as stored with the run (script paths made absolute)."""
     context_tokens: int
-    price: tuple[float, float] | None
+    price: ModelPrice | None = None
+    """Its price when the price table is not the authority: local and scripted models are
+    free. ``None``: look the model up in :mod:`sp4rk.llm.pricing`."""
     note: str = ""
     """Said once when the run starts (the bundled model's honest description)."""
-    calibrates: bool = True
-    """Its reported prompt tokens may calibrate the context window. A local model's do not:
-    its prompt also holds the tool listing, a large fixed share of a small window that the
-    window would mistake for the conversation growing (see :class:`WithoutUsage`)."""
+    overhead: Callable[[Sequence[ToolDefinition]], Awaitable[int]] | None = None
+    """Tokens the provider adds to every prompt offering these tools and leaves out of its
+    usage (a local model's tool listing): the context window is made that much smaller."""
+
+    def prices(self, configured: ModelPrice | None = None) -> PriceTable:
+        """The run's price table.
+
+        ``configured`` (``price`` in sp4rk.toml) wins, then the model's own price, then the
+        built-in list prices.
+        """
+        price = configured if configured is not None else self.price
+        return default_price_table() if price is None else OneModelPrices(self.spec, price)
+
+    def price_known(self, prices: PriceTable) -> bool:
+        """Whether ``prices`` knows what this model costs."""
+        return prices.lookup(self.spec) is not None
+
+
+class OneModelPrices(PriceTable):
+    """A run's price table when its one model has a set price, whatever name it reports.
+
+    A compatible server may report its model under any name; a price configured for the run
+    is the price of every call it makes.
+    """
+
+    __slots__ = ("_price",)
+
+    def __init__(self, model: str, price: ModelPrice) -> None:
+        super().__init__({model: price})
+        self._price = price
+
+    def lookup(self, model: str) -> ModelPrice | None:
+        """The run's price, for any model name."""
+        return self._price
 
 
 def build_model(spec: str, *, base_url: str = "", context_tokens: int = 0) -> Model:
@@ -81,22 +97,21 @@ def build_model(spec: str, *, base_url: str = "", context_tokens: int = 0) -> Mo
         if not rest:
             raise UsageProblem("--model scripted:FILE.json needs the script's path")
         path = Path(rest).expanduser().resolve()
-        return Model(
-            ScriptModel(path), f"scripted:{path}", context_tokens or DEFAULT_CONTEXT, (0.0, 0.0)
-        )
+        return Model(ScriptModel(path), f"scripted:{path}", context_tokens or DEFAULT_CONTEXT, FREE)
     if prefix == "local":
         if rest:
             rest = str(Path(rest).expanduser().resolve())
             if not Path(rest).is_file():
                 raise UsageProblem(f"--model local:{rest}: no such model file")
         caller = _router(f"local:{rest}", {})
+        provider, _ = caller.route("")
         return Model(
             caller,
             f"local:{rest}" if rest else "local",
             context_tokens or LOCAL_CONTEXT,
-            (0.0, 0.0),
+            FREE,
             "" if rest else BUNDLED_NOTE,
-            calibrates=False,
+            overhead=getattr(provider, "prompt_overhead", None),
         )
     if prefix not in PREFIXES or not rest:
         raise UsageProblem(
@@ -107,7 +122,7 @@ def build_model(spec: str, *, base_url: str = "", context_tokens: int = 0) -> Mo
     if base_url and prefix not in ("openai", "openai-chat", "openai-compatible", "openrouter"):
         raise UsageProblem(f"--base-url does not apply to {prefix}: models")
     options = {"base_url": base_url} if base_url else {}
-    return Model(_router(spec, options), spec, context_tokens or DEFAULT_CONTEXT, price_of(rest))
+    return Model(_router(spec, options), spec, context_tokens or DEFAULT_CONTEXT)
 
 
 def _router(spec: str, options: dict[str, str]) -> Router:
@@ -124,57 +139,3 @@ def _router(spec: str, options: dict[str, str]) -> Router:
     except LLMError as exc:
         raise CommandError(f"{exc}") from exc
     return router
-
-
-def price_of(model: str) -> tuple[float, float] | None:
-    """List price of ``model`` (USD per million input, output tokens), when known."""
-    for prefix in sorted(PRICES, key=len, reverse=True):
-        if model.startswith(prefix):
-            return PRICES[prefix]
-    return None
-
-
-def cost(price: tuple[float, float] | None, input_tokens: int, output_tokens: int) -> float | None:
-    """What the tokens cost at ``price`` (``None`` when the price is unknown)."""
-    if price is None:
-        return None
-    return (input_tokens * price[0] + output_tokens * price[1]) / 1_000_000
-
-
-class WithoutUsage:
-    """Passes calls through but reports no token usage to the executor.
-
-    For local models: the context window then keeps its own estimate of the conversation
-    (:func:`tool_listing_tokens` is reserved for the tool listing instead), and a prompt that
-    still overflows is compacted when the provider says so. Usage is counted before this
-    wrapper, so the run's token totals stay true.
-    """
-
-    def __init__(self, inner: LLMCaller) -> None:
-        self.inner = inner
-
-    async def call(self, request: ChatRequest) -> ChatResponse:
-        """Call the inner model."""
-        return _no_usage(await self.inner.call(request))
-
-    async def call_stream(
-        self, request: ChatRequest, on_text: Callable[[str], None]
-    ) -> ChatResponse:
-        """Stream from the inner model (or call it, when it cannot stream)."""
-        stream = getattr(self.inner, "call_stream", None)
-        if stream is None:
-            return await self.call(request)
-        response: ChatResponse = await stream(request, on_text)
-        return _no_usage(response)
-
-
-def _no_usage(response: ChatResponse) -> ChatResponse:
-    return dataclasses.replace(response, usage=TokenUsage())
-
-
-def tool_listing_tokens(tools: Sequence[ToolDescriptor]) -> int:
-    """About how many prompt tokens a local model's tool listing takes."""
-    counter = SimpleTokenCounter()
-    return 200 + sum(
-        counter.count(f"{t.name}: {t.description} {json.dumps(t.input_schema)}") for t in tools
-    )

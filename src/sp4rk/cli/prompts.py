@@ -3,20 +3,22 @@
 ``--approve ask`` (the default) asks at the terminal: approve, deny, or edit the arguments
 of a call that needs confirmation (``USER_CONFIRM`` tools, shell commands the rule set
 flagged, risky calls after untrusted content), with the reason it needs one; and at the step
-limit or a breaker abort, whether to go on. ``auto`` approves every such call (the run says
-so loudly); limits still stop the run. ``never`` denies them. Without a terminal, ``ask``
-behaves as ``never`` and the model is told why.
+limit, a budget limit or a breaker abort, whether to go on. ``auto`` approves every such call
+(the run says so loudly); limits still stop the run. ``never`` denies them. Without a
+terminal, ``ask`` behaves as ``never`` and the model is told why.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import cast
 
-from sp4rk.agent import HITLHandler, HITLToolDecision, StepLimitResponse
+from sp4rk.agent import BudgetAccount, HITLHandler, HITLToolDecision, StepLimitResponse
+from sp4rk.agent.budget import LABELS, ONCE_SECONDS, LimitName, format_amount
 from sp4rk.cli.config import Approve
 from sp4rk.cli.terminal import LineInput
-from sp4rk.cli.view import LiveStatus, View, one_line
+from sp4rk.cli.view import TAINT_NOTE, LiveStatus, View, limit_text, one_line
 from sp4rk.tools import RunContext, ToolPolicy
 
 #: What each breaker means, for the question at a breaker abort.
@@ -89,7 +91,8 @@ class TerminalApprovals(HITLHandler):
         assert self.lines is not None
         self.view.emit("approval_needed", tool=tool, arguments=arguments, reason=reason)
         self.view.question(
-            f"\n? {tool} needs your approval: {reason}\n  {one_line(arguments, 400)}\n"
+            f"\n? {tool} needs your approval: {reason}\n{_taint_warning(reason)}"
+            f"  {one_line(arguments, 400)}\n"
             "  [y] approve  [n] deny  [e] edit the arguments > "
         )
         while True:
@@ -158,20 +161,23 @@ class TerminalApprovals(HITLHandler):
     async def on_step_limit(
         self, ctx: RunContext, current_step: int, max_steps: int, reason: str
     ) -> StepLimitResponse:
-        """At the step budget or a breaker abort: ask whether to go on (``ask`` only)."""
-        what = (
-            f"the {reason} breaker stopped the run: {BREAKERS.get(reason, reason)}"
-            if reason
-            else f"the step budget of {max_steps} steps is used up"
-        )
+        """At the step limit, a budget limit or a breaker abort: go on? (``ask`` only)."""
+        budget = ctx.budget if isinstance(ctx.budget, BudgetAccount) else None
+        if reason in LABELS and budget is not None:
+            what, options = _budget_question(budget, reason)
+        else:
+            what = (
+                f"the {reason} breaker stopped the run: {BREAKERS.get(reason, reason)}"
+                if reason
+                else f"the step budget of {max_steps} steps is used up"
+            )
+            steps = self.status.max_steps
+            options = ("allow once", f"allow {steps} more steps", "allow always")
         if self.mode != "ask" or self.lines is None or self.pausing():
             self.view.emit("limit", step=current_step, reason=reason, decision="stop")
             return StepLimitResponse.DENY
-        more = self.status.max_steps
-        self.view.question(
-            f"\n? {what}.\n  [o] allow once  [m] allow {more} more steps  [a] allow always  "
-            "[s] stop > "
-        )
+        once, more, always = options
+        self.view.question(f"\n? {what}.\n  [o] {once}  [m] {more}  [a] {always}  [s] stop > ")
         answers = {
             "o": StepLimitResponse.ALLOW_ONCE,
             "m": StepLimitResponse.ALLOW_MORE,
@@ -196,3 +202,37 @@ class TerminalApprovals(HITLHandler):
             self.status.granted += self.status.max_steps
         elif answer is StepLimitResponse.ALLOW_ALWAYS:
             self.status.unlimited = True
+
+
+def _taint_warning(reason: str) -> str:
+    """A line for a call asked about because the run read untrusted content (else ``""``)."""
+    source = reason.partition(TAINT_NOTE)[2]
+    if not source:
+        return ""
+    return (
+        f"  ! the run has read untrusted content from {source}: an instruction hidden in it "
+        "(a prompt injection) may have asked for this call\n"
+    )
+
+
+def _budget_question(account: BudgetAccount, name: str) -> tuple[str, tuple[str, str, str]]:
+    """What to ask at budget limit ``name``: the question, and the three ways to go on."""
+    limit = cast(LimitName, name)
+    report = account.report()
+    spent, top = report.limits.get(limit, (0.0, 0.0))
+    used = f"{format_amount(limit, spent)} of {format_amount(limit, top)}"
+    what = f"{limit_text(limit)} is used up ({used}); spent so far: {report.summary()}"
+    base = getattr(account.budget, limit) or 0
+    if limit == "max_seconds":
+        once = f"allow {format_amount(limit, min(ONCE_SECONDS, base))} more"
+    elif limit == "max_tool_calls":
+        once = "allow one more tool call"
+    else:
+        once = "allow enough for the next model call"
+    more = f"allow {format_amount(limit, base)} more"
+    if limit == "max_total_tokens":
+        more += " tokens"
+    elif limit == "max_tool_calls":
+        more += " tool call" if base == 1 else " tool calls"
+    always = f"no {LABELS[limit]} limit for this run"
+    return what, (once, more, always)

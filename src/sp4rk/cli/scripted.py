@@ -32,6 +32,9 @@ class ScriptModel:
         UsageProblem: the file cannot be read or is not a list of replies.
     """
 
+    model = "scripted"
+    """The name its replies carry (the executor prices calls by it)."""
+
     def __init__(self, path: Path) -> None:
         self.path = path
         self.replies = [_reply(item, i + 1, path) for i, item in enumerate(_read(path))]
@@ -112,7 +115,7 @@ def _response(reply: dict[str, Any], number: int) -> ChatResponse:
     ]
     usage = reply.get("usage", {})
     return ChatResponse(
-        model="scripted",
+        model=ScriptModel.model,
         message=Message("assistant", content=reply.get("content", ""), tool_calls=calls),
         usage=TokenUsage(usage.get("input_tokens", 0), usage.get("output_tokens", 0)),
         stop_reason="tool_use" if calls else "end_turn",

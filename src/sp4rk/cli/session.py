@@ -16,11 +16,14 @@ from pathlib import Path
 
 from sp4rk._internal.proc import allowlisted_environment
 from sp4rk.agent import (
+    Budget,
     Checkpoint,
+    CompositeEvents,
+    Events,
     Executor,
     ExecutorResult,
+    ExitReason,
     JsonlAuditLog,
-    UsageTrackingCaller,
     command_verify_runner,
 )
 from sp4rk.cli.config import Settings
@@ -31,16 +34,16 @@ from sp4rk.cli.errors import (
     EXIT_UNFINISHED,
     CommandError,
 )
-from sp4rk.cli.models import Model, WithoutUsage, cost, tool_listing_tokens
+from sp4rk.cli.models import Model
 from sp4rk.cli.prompts import TerminalApprovals
 from sp4rk.cli.terminal import Interrupts, LineInput
 from sp4rk.cli.toolset import NO_BYTECODE, builtin_registry, mcp_tools
 from sp4rk.cli.view import LiveStatus, View, ViewEvents
-from sp4rk.llm import LLMError
+from sp4rk.llm import LLMError, ToolDefinition
 from sp4rk.memory import ContextWindow
 from sp4rk.store import RunRecord, SQLiteRunStore, StoreError, StoreJournal, Usage
 from sp4rk.store.records import RunStatus
-from sp4rk.tools import RunContext
+from sp4rk.tools import Registry, RunContext
 
 _log = logging.getLogger("sp4rk.cli")
 
@@ -58,6 +61,12 @@ class Launch:
     view: View
     interactive: bool
     """The terminal can answer questions and send messages."""
+    tracer: Events | None = None
+    """Where the run's traces and metrics go (``--otel``; see :mod:`sp4rk.cli.tracing`)."""
+
+    def budget(self) -> Budget:
+        """What the run may spend: its limits, priced by the run's price table."""
+        return self.settings.budget(self.model.prices(self.settings.price))
 
 
 def audit_path(store_path: Path, run_id: str) -> Path:
@@ -79,6 +88,7 @@ def announce(launch: Launch, *, config_source: str = "") -> None:
         approve=settings.approve,
         verify=settings.verify,
         max_steps=settings.max_steps,
+        budget={str(k): v for k, v in launch.budget().limits().items()},
     )
     if launch.model.note:
         view.emit("warning", text=launch.model.note)
@@ -87,8 +97,10 @@ def announce(launch: Launch, *, config_source: str = "") -> None:
     if settings.approve == "auto":
         view.emit(
             "warning",
-            text="--approve auto: every call that needs approval (file writes, flagged shell "
-            "commands, ...) will run WITHOUT asking you",
+            text="--approve auto: every call that needs approval will run WITHOUT asking you: "
+            "file writes, flagged shell commands, and risky calls made after the run read "
+            "untrusted content (a web page, an MCP result), which a prompt injection could "
+            "have asked for",
         )
     elif settings.approve == "ask" and not launch.interactive:
         view.emit(
@@ -114,25 +126,26 @@ async def drive(launch: Launch) -> int:
     workspace = Path(record.workspace)
     checkpoint = launch.checkpoint
     state = checkpoint.state if checkpoint is not None else None
-    tracker = UsageTrackingCaller(model.caller)
-    price = settings.price if settings.price is not None else model.price
-
-    def usage() -> Usage:
-        total = tracker.total()
-        used_in = record.input_tokens + total.input_tokens
-        used_out = record.output_tokens + total.output_tokens
-        return Usage(used_in, used_out, cost(price, used_in, used_out))
-
-    budget = state.step_budget if state is not None else None
+    prices = model.prices(settings.price)
+    budget = settings.budget(prices)
+    spent = state.budget if state is not None else None
+    steps_granted = state.step_budget if state is not None else None
     status = LiveStatus(
         settings.max_steps,
-        usage,
-        granted=budget.granted if budget else 0,
-        unlimited=budget.unlimited if budget else False,
+        Usage(
+            spent.input_tokens if spent else 0,
+            spent.output_tokens if spent else 0,
+            spent.cost if spent else (0.0 if model.price_known(prices) else None),
+        ),
+        granted=steps_granted.granted if steps_granted else 0,
+        unlimited=steps_granted.unlimited if steps_granted else False,
     )
+    usage = status.usage
     journal = StoreJournal(store, record.id, state=state, usage=usage)
-    events = ViewEvents(view, status, state.pending_messages if state is not None else [])
-    journal.on_delivered = events.delivered
+    shown = ViewEvents(view, status, state.pending_messages if state is not None else [])
+    journal.on_delivered = shown.delivered
+    tracer = launch.tracer
+    events: Events = shown if tracer is None else CompositeEvents(shown, tracer)
     pause = asyncio.Event()
 
     def on_message(text: str) -> None:
@@ -146,22 +159,11 @@ async def drive(launch: Launch) -> int:
     lines = LineInput(on_message) if launch.interactive else None
     hitl = TerminalApprovals(settings.approve, view, lines, status, pause.is_set)
     registry = builtin_registry(workspace)
-    llm = tracker if model.calibrates else WithoutUsage(tracker)
-    window_tokens = model.context_tokens
-    if not model.calibrates:
-        window_tokens -= tool_listing_tokens(registry.list())
-    window = ContextWindow(
-        window_tokens,
-        min(4096, model.context_tokens // 8),
-        system_prompt=settings.system_prompt,
-        task=record.task,
-    )
-    if checkpoint is not None:
-        window.seed_steps(checkpoint)
     executor = Executor(
-        llm,
+        model.caller,
         registry,
         settings.max_steps,
+        budget=budget,
         events=events,
         hitl=hitl,
         resume_steps=checkpoint,
@@ -187,6 +189,7 @@ async def drive(launch: Launch) -> int:
 
     try:
         async with mcp_tools(settings.mcp, registry, view):
+            window = await _window(launch, registry)
             run = asyncio.ensure_future(
                 executor.run(registry.list(), window, RunContext(workspace=workspace))
             )
@@ -220,10 +223,30 @@ async def drive(launch: Launch) -> int:
         return _failed(launch, f"{type(exc).__name__}: {exc}", usage(), len(executor.last_steps))
     finally:
         await _close(model)
-    return _finished(launch, result, usage())
+    return _finished(launch, result)
 
 
-def _finished(launch: Launch, result: ExecutorResult, usage: Usage) -> int:
+async def _window(launch: Launch, registry: Registry) -> ContextWindow:
+    """The run's context window: the model's, less what its provider adds to every prompt."""
+    model, settings = launch.model, launch.settings
+    size = model.context_tokens
+    if model.overhead is not None:
+        definitions = [
+            ToolDefinition(d.name, d.description, d.input_schema) for d in registry.list()
+        ]
+        size -= await model.overhead(definitions)
+    window = ContextWindow(
+        size,
+        min(4096, model.context_tokens // 8),
+        system_prompt=settings.system_prompt,
+        task=launch.record.task,
+    )
+    if launch.checkpoint is not None:
+        window.seed_steps(launch.checkpoint)
+    return window
+
+
+def _finished(launch: Launch, result: ExecutorResult) -> int:
     status: RunStatus
     if result.finished:
         status, code = "finished", EXIT_FINISHED
@@ -237,9 +260,12 @@ def _finished(launch: Launch, result: ExecutorResult, usage: Usage) -> int:
         result.exit_reason.value,
         result.output,
         len(result.steps),
-        usage,
+        Usage(result.usage.input_tokens, result.usage.output_tokens, result.cost_usd),
         finished=result.finished,
         code=code,
+        exhausted=result.state.budget.exhausted
+        if result.exit_reason is ExitReason.BUDGET_EXHAUSTED and result.state is not None
+        else "",
     )
 
 
@@ -253,6 +279,7 @@ def _ended(
     *,
     finished: bool,
     code: int = EXIT_PAUSED,
+    exhausted: str = "",
 ) -> int:
     record = launch.record
     try:
@@ -273,6 +300,7 @@ def _ended(
         output_tokens=usage.output_tokens,
         status=status,
         cost_usd=usage.cost_usd,
+        exhausted_limit=exhausted,
     )
     if finished or status == "stopped":
         launch.view.answer(output)
@@ -299,6 +327,7 @@ def _failed(launch: Launch, message: str, usage: Usage, steps: int) -> int:
         output_tokens=usage.output_tokens,
         status="failed",
         cost_usd=usage.cost_usd,
+        exhausted_limit="",
         error=message,
     )
     return EXIT_ERROR

