@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from sp4rk._internal.serde import Serializable
+from sp4rk._internal.serde import TRANSIENT, Serializable
 from sp4rk.agent._loop import nudges
 from sp4rk.agent.config import CircuitBreakerConfig
 from sp4rk.agent.exit_reason import ExitReason
@@ -460,21 +460,38 @@ class NoProgressBreaker(Breaker):
     name: ClassVar[str] = "no_progress"
     seen: list[str] = field(default_factory=list)
     """Digests of the (call, result) pairs seen in this run, oldest first (bounded)."""
+    _index: set[str] = field(
+        default_factory=set, init=False, repr=False, compare=False, metadata=TRANSIENT
+    )
+    """``seen`` as a set, so that a step's check does not scan the run's history."""
 
     def observe(self, result: CallResult, cfg: CircuitBreakerConfig) -> Verdict:  # noqa: D102
         if result.traits.pollable or result.retryable:
             return Verdict.OK
         pair = _pair_digest(result.key, result.digest)
-        if pair in self.seen:
+        seen, index = self.seen, self._index
+        if len(index) != len(seen):  # restored from a checkpoint, or ``seen`` was replaced
+            index.clear()
+            index.update(seen)
+        if pair in index:
             self.count += 1
         else:
             self.count = 0
             self.nudged = False
-            self.seen.append(pair)
-            del self.seen[:-SEEN_MEMORY]
+            seen.append(pair)
+            index.add(pair)
+            if len(seen) > SEEN_MEMORY:
+                index.difference_update(seen[:-SEEN_MEMORY])
+                del seen[:-SEEN_MEMORY]
         return self._judge(
             cfg.no_progress_nudge_threshold, cfg.no_progress_abort_threshold, one_shot=True
         )
+
+    def forget(self) -> None:
+        """Start afresh: every result counts as new again."""
+        self.seen.clear()
+        self._index.clear()
+        self.count = 0
 
     def count_unrun_repeat(self) -> None:
         """A repeated call the repeat breaker answered instead of running brought nothing new.
@@ -526,8 +543,7 @@ class BreakerSet(Serializable):
 
     def context_compacted(self) -> None:
         """The model lost old results from its context: re-reading them is progress again."""
-        self.no_progress.seen.clear()
-        self.no_progress.count = 0
+        self.no_progress.forget()
         self.cycle.recent.clear()
 
     def named(self, name: str) -> Breaker:
