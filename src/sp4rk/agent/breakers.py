@@ -438,6 +438,8 @@ def _cycle(recent: list[str], max_period: int) -> tuple[int, int]:
     repeat breaker's business) and at least one call repeats it.
     """
     best = (0, 0)
+    if not recent or recent.count(recent[-1]) < 2:
+        return best  # the latest call is new: no period can repeat it (the usual case)
     for period in range(2, max_period + 1):
         repeated = 0
         for i in range(len(recent) - 1, period - 1, -1):
