@@ -6,7 +6,9 @@ and neither does time other processes take the CPU away (the development machine
 µs/step divides it by the run's tool steps (the final-answer turn is part of the run); repeated
 runs report their best. Growth compares windows of steps on the same CPU clock. The per-step
 curves are wall-clock (the CPU clock is too slow to read at every step) and give the shape.
-S3 is about waiting, so it is wall time. Building the agent happens before the clock starts,
+S3 and S5 are about waiting, so their efficiency is wall time; S5 also reports the process's CPU
+time per tool step (everything in the process: the executor, the scripted model and the tool,
+the event loop) and the RSS each run adds. Building the agent happens before the clock starts,
 for every contender alike.
 """
 
@@ -40,6 +42,10 @@ from anchors.common import (
     S4_RESULT_BYTES,
     S4_RSS_EVERY,
     S4_STEPS,
+    S5_CALLS,
+    S5_LATENCY_S,
+    S5_RESULT_BYTES,
+    S5_RUNS,
     Probe,
     RunSpec,
     peak_rss_mb,
@@ -187,9 +193,37 @@ def s4_endurance(module: ModuleType) -> dict[str, Any]:
     }
 
 
+def s5_many_runs(module: ModuleType) -> dict[str, Any]:
+    """S5: 2,000 concurrent runs of 20 model calls (50 ms each, 4 KB results) in one process.
+
+    Efficiency is the ideal wall time over the actual; CPU per step is the process's CPU time
+    over every run's tool steps; RSS per run is the peak RSS the runs added, shared out.
+    """
+    _timed_run(module, RunSpec(S5_CALLS - 1, S5_RESULT_BYTES))  # warm the scenario's shape
+    gc.collect()
+    before = rss_mb()
+    spec = RunSpec(S5_CALLS - 1, S5_RESULT_BYTES, S5_LATENCY_S)
+    runs = [module.prepare(spec, Probe()) for _ in range(S5_RUNS)]
+    if module.CONCURRENCY != "asyncio":
+        raise RuntimeError("S5 runs every contender on one event loop")
+    wall, cpu = asyncio.run(_timed(lambda: _gather(runs)))
+    ideal = S5_CALLS * S5_LATENCY_S
+    steps = S5_RUNS * (S5_CALLS - 1)
+    return {
+        "runs": S5_RUNS,
+        "wall_s": wall,
+        "ideal_s": ideal,
+        "efficiency": ideal / wall,
+        "cpu_s": cpu,
+        "cpu_us_per_step": cpu / steps * 1e6,
+        "rss_per_run_kb": max(0.0, peak_rss_mb() - before) * 1024 / S5_RUNS,
+    }
+
+
 SCENARIOS: dict[str, Callable[[ModuleType], dict[str, Any]]] = {
     "S1": s1_overhead,
     "S2": s2_growth,
     "S3": s3_concurrency,
     "S4": s4_endurance,
+    "S5": s5_many_runs,
 }

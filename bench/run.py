@@ -40,25 +40,25 @@ class Contender:
 
     label: str
     module: str
-    scenarios: tuple[str, ...] = ("S1", "S2", "S3")
+    scenarios: tuple[str, ...] = ("S1", "S2", "S3", "S5")
 
 
 CONTENDERS = (
     Contender("floor", "floor"),
-    Contender("sp4rk", "sp4rk_runner", ("S1", "S2", "S3", "S4")),
+    Contender("sp4rk", "sp4rk_runner", ("S1", "S2", "S3", "S4", "S5")),
     Contender("LangGraph", "langgraph_runner"),
-    Contender("smolagents", "smolagents_runner"),
+    Contender("smolagents", "smolagents_runner", ("S1", "S2", "S3")),  # S5: 2,000 threads
     Contender("pydantic-ai", "pydantic_ai_runner"),
     Contender("openai-agents", "openai_agents_runner"),
 )
-SCENARIOS = ("S1", "S2", "S3", "S4")
+SCENARIOS = ("S1", "S2", "S3", "S4", "S5")
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark (or, with ``--worker``, one scenario of one contender)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", help="comma-separated contender labels (default: all)")
-    parser.add_argument("--scenarios", help="comma-separated scenarios (default: S1,S2,S3,S4)")
+    parser.add_argument("--scenarios", help="comma-separated scenarios (default: S1,S2,S3,S4,S5)")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per worker")
     parser.add_argument(
         "--report", action="store_true", help="only rebuild the outputs from results/latest.json"

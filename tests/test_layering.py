@@ -96,3 +96,18 @@ def test_sp4rk_otel_without_the_extra_says_what_to_install() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "pip install 'sp4rk[otel]'" in out.stdout
+
+
+def test_the_agent_loads_no_builtin_tool_machinery() -> None:
+    # The executor needs its own tools (finish, tool_result_read, the checklist) only.
+    heavy = ("edit", "files", "globs", "paths", "search", "shell", "shell_rules", "web")
+    loaded = loaded_after_import("sp4rk.agent")
+    assert sorted(loaded & {f"sp4rk.tools.builtins.{m}" for m in heavy}) == []
+
+
+def test_lazy_builtin_names_still_import() -> None:
+    from sp4rk.tools import builtins
+
+    assert builtins.judge_command.__module__ == "sp4rk.tools.builtins.shell_rules"
+    assert builtins.ShellTool.__name__ == "ShellTool"
+    assert builtins.search_tools is builtins.search_tools  # loaded once, then a plain attribute

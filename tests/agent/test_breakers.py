@@ -418,3 +418,20 @@ def test_breaker_config_refuses_values_that_cannot_be_thresholds(
 ) -> None:
     with pytest.raises(error, match=re.escape(says)):
         CircuitBreakerConfig(**{field: value})  # type: ignore[arg-type]
+
+
+def test_no_progress_state_round_trips_without_its_index() -> None:
+    from sp4rk.agent.breakers import CallResult, NoProgressBreaker
+
+    cfg = CircuitBreakerConfig()
+    breaker = NoProgressBreaker()
+    seen = CallResult(tool="t", key="t:{}", content="x", is_error=False, digest="d")
+    breaker.observe(seen, cfg)
+    data = breaker.to_dict()
+    assert "_index" not in data and len(data["seen"]) == 1
+    restored = NoProgressBreaker.from_dict(data)
+    restored.observe(seen, cfg)  # the index is rebuilt from ``seen``: the pair is known
+    assert restored.count == 1
+    restored.forget()
+    restored.observe(seen, cfg)
+    assert restored.count == 0

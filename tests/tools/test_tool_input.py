@@ -118,3 +118,19 @@ def test_the_shell_judge_stays_bounded_on_hostile_commands(
 async def test_a_command_too_long_for_the_system_is_refused(tmp_path: Path) -> None:
     result = await call(by_name(builtin_tools(tmp_path))["bash_exec"], command="#" * 200_000)
     assert result.is_error and "write a script file" in result.content
+
+
+def test_a_checked_input_is_parsed_once_and_handed_out_once() -> None:
+    text = '{"a": [1, {"b": "c"}]}'
+    assert checked_input(text) is text
+    first = parse_tool_input(text)  # the check's own parse
+    first["a"].append("changed by the tool")
+    second = parse_tool_input(text)  # parsed afresh: the first tool's change is not seen
+    assert first is not second
+    assert second == {"a": [1, {"b": "c"}]}
+
+
+def test_a_parse_never_returns_another_strings_checked_value() -> None:
+    checked_input('{"a": 1}')
+    assert parse_tool_input('{"b": 2}') == {"b": 2}
+    assert parse_tool_input("null") == {}

@@ -9,6 +9,7 @@ recurses at all.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -65,6 +66,21 @@ def loads(
     if depth > max_depth:
         raise JSONLimitError(f"JSON nested {depth} levels deep; at most {max_depth} are allowed")
 
+    try:
+        if text.startswith("\ufeff"):  # what json.loads refuses before decoding
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+        return _decoder(max_int_digits, allow_duplicate_keys).decode(text)
+    except RecursionError as exc:  # defensive: the pre-scan should make this unreachable
+        raise JSONLimitError("JSON is nested too deeply") from exc
+
+
+@functools.lru_cache(maxsize=16)
+def _decoder(max_int_digits: int, allow_duplicate_keys: bool) -> json.JSONDecoder:
+    """One decoder per set of limits: building it (and its hooks) per call is a hot-path cost.
+
+    A decoder keeps no state between calls, so one instance serves every caller.
+    """
+
     def parse_int(literal: str) -> int:
         if len(literal.lstrip("-")) > max_int_digits:
             raise JSONLimitError(
@@ -91,13 +107,9 @@ def loads(
                 seen.add(key)
         return result
 
-    try:
-        return json.loads(
-            text,
-            parse_int=parse_int,
-            parse_float=parse_float,
-            parse_constant=parse_constant,
-            object_pairs_hook=pairs,
-        )
-    except RecursionError as exc:  # defensive: the pre-scan should make this unreachable
-        raise JSONLimitError("JSON is nested too deeply") from exc
+    return json.JSONDecoder(
+        parse_int=parse_int,
+        parse_float=parse_float,
+        parse_constant=parse_constant,
+        object_pairs_hook=pairs,
+    )

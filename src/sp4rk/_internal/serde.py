@@ -13,6 +13,9 @@ from sp4rk._internal.text import valid_text
 
 T = TypeVar("T")
 
+#: Field metadata for derived state (an index, a cache) that is rebuilt, never serialised.
+TRANSIENT: dict[str, Any] = {"transient": True}
+
 
 class Serializable:
     """Mixin: ``to_dict``/``from_dict`` through plain JSON types, for slotted dataclasses."""
@@ -61,7 +64,7 @@ def from_jsonable(cls: type[T], data: Any) -> T:
 
 @functools.cache
 def _fields(cls: type) -> tuple[dataclasses.Field[Any], ...]:
-    return dataclasses.fields(cls)
+    return tuple(f for f in dataclasses.fields(cls) if not f.metadata.get("transient"))
 
 
 @functools.cache

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from sp4rk._internal.serde import Serializable
+from sp4rk._internal.serde import TRANSIENT, Serializable
 from sp4rk._internal.text import truncate_chars
 from sp4rk.agent._loop import nudges
 from sp4rk.agent.config import MAX_CYCLE_PERIOD, CircuitBreakerConfig
@@ -117,7 +117,7 @@ class Breaker(Serializable, abc.ABC):
 _WHITESPACE = " \t\r\n"
 _DROP_WHITESPACE = str.maketrans("", "", _WHITESPACE)
 # A JSON string (kept verbatim), or a run of whitespace outside strings (dropped).
-_TOKENS = re.compile(r'("(?:\\.|[^"\\])*")|[ \t\r\n]+')
+_TOKENS = re.compile(r'("[^"\\]*(?:\\.[^"\\]*)*")|[ \t\r\n]+')  # strings: unrolled loop
 
 
 def _keep_strings(match: re.Match[str]) -> str:
@@ -447,6 +447,8 @@ def _cycle(recent: list[str], max_period: int) -> tuple[int, int]:
     repeat breaker's business) and at least one call repeats it.
     """
     best = (0, 0)
+    if not recent or recent.count(recent[-1]) < 2:
+        return best  # the latest call is new: no period can repeat it (the usual case)
     for period in range(2, max_period + 1):
         repeated = 0
         for i in range(len(recent) - 1, period - 1, -1):
@@ -470,23 +472,40 @@ class NoProgressBreaker(Breaker):
     name: ClassVar[str] = "no_progress"
     seen: list[str] = field(default_factory=list)
     """Digests of the (call, result) pairs seen in this run, oldest first (bounded)."""
+    _index: set[str] = field(
+        default_factory=set, init=False, repr=False, compare=False, metadata=TRANSIENT
+    )
+    """``seen`` as a set, so that a step's check does not scan the run's history."""
 
     def observe(self, result: CallResult, cfg: CircuitBreakerConfig) -> Verdict:  # noqa: D102
         if result.retryable:
             return Verdict.OK
         pair = _pair_digest(result.key, result.digest)
-        if pair in self.seen:
+        seen, index = self.seen, self._index
+        if len(index) != len(seen):  # restored from a checkpoint, or ``seen`` was replaced
+            index.clear()
+            index.update(seen)
+        if pair in index:
             if result.traits.pollable:
                 return Verdict.OK  # an unchanged status is waiting, not a loop of its own
             self.count += 1
         else:
             self.count = 0
             self.nudged = False
-            self.seen.append(pair)
-            del self.seen[:-SEEN_MEMORY]
+            seen.append(pair)
+            index.add(pair)
+            if len(seen) > SEEN_MEMORY:
+                index.difference_update(seen[:-SEEN_MEMORY])
+                del seen[:-SEEN_MEMORY]
         return self._judge(
             cfg.no_progress_nudge_threshold, cfg.no_progress_abort_threshold, one_shot=True
         )
+
+    def forget(self) -> None:
+        """Start afresh: every result counts as new again."""
+        self.seen.clear()
+        self._index.clear()
+        self.count = 0
 
     def count_unrun_repeat(self) -> None:
         """A repeated call the repeat breaker answered instead of running brought nothing new.
@@ -538,8 +557,7 @@ class BreakerSet(Serializable):
 
     def context_compacted(self) -> None:
         """The model lost old results from its context: re-reading them is progress again."""
-        self.no_progress.seen.clear()
-        self.no_progress.count = 0
+        self.no_progress.forget()
         self.cycle.recent.clear()
 
     def named(self, name: str) -> Breaker:

@@ -344,8 +344,11 @@ class ContextWindow:
     def set_pending_user_interjection(self, text: str) -> None:
         """A one-shot user message shown at the end of every prompt until consumed."""
         self._interjection = text
+        if is_blank(text):
+            self._interjection_tokens = 0
+            return
         message = Message("user", content=text.rstrip(INVISIBLE))
-        self._interjection_tokens = 0 if is_blank(text) else self.counter.count_messages([message])
+        self._interjection_tokens = self.counter.count_messages([message])
 
     @property
     def pending_user_interjection(self) -> str:
@@ -354,7 +357,8 @@ class ContextWindow:
 
     def consume_pending_user_interjection(self) -> None:
         """Retire the pending interjection (the executor calls this after a good response)."""
-        self.set_pending_user_interjection("")
+        if self._interjection:  # after every response: nothing to do in the usual case
+            self.set_pending_user_interjection("")
 
     # --- accounting -----------------------------------------------------------------------
 

@@ -19,6 +19,11 @@ from sp4rk._internal.text import valid_text
 #: Inputs that mean "no arguments".
 _EMPTY_INPUTS = ("", "null")
 
+#: The text :func:`checked_input` last returned and its parsed, valid value. The registry
+#: checks an input and the tool then parses that very text: one parse serves both. The value
+#: is handed out once (a tool may change its arguments) and only for the same string object.
+_checked: tuple[str, Any] | None = None
+
 
 def parse_tool_input(input: str) -> dict[str, Any]:
     """The arguments object of a tool call (``{}`` for an empty input or ``null``).
@@ -27,12 +32,17 @@ def parse_tool_input(input: str) -> dict[str, Any]:
         ValueError: with a message for the model: not JSON, past a safety limit (depth,
             number size, ``NaN``/``Infinity``, a repeated key), or not a JSON object.
     """
-    if input.strip() in _EMPTY_INPUTS:
+    global _checked
+    checked, _checked = _checked, None
+    if checked is not None and checked[0] is input:
+        value, valid = checked[1], True
+    elif input.strip() in _EMPTY_INPUTS:
         return {}
-    value = _load(input)
+    else:
+        value, valid = _load(input), False
     if not isinstance(value, dict):
         raise ValueError(f"expected a JSON object, got {_json_type(value)}")
-    cleaned: dict[str, Any] = _valid(value)
+    cleaned: dict[str, Any] = value if valid else _valid(value)
     return cleaned
 
 
@@ -45,13 +55,15 @@ def checked_input(input: str) -> str:
     Raises:
         ValueError: as :func:`parse_tool_input` does, except that any JSON value passes.
     """
+    global _checked
     if not input.strip():
         return input
     value = _load(input)
     cleaned = _valid(value)
-    if cleaned == value and valid_text(input) == input:
-        return input
-    return json.dumps(cleaned, ensure_ascii=False)
+    if not (cleaned == value and valid_text(input) == input):
+        input = json.dumps(cleaned, ensure_ascii=False)
+    _checked = (input, cleaned) if isinstance(cleaned, dict) else None
+    return input
 
 
 def _load(text: str) -> Any:

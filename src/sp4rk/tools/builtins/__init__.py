@@ -8,22 +8,44 @@ run's ``RunContext.workspace``.
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from sp4rk.tools.base import Tool
 from sp4rk.tools.builtins.checklist import ChecklistItem, parse_checklist, update_checklist
-from sp4rk.tools.builtins.edit import edit_tools
 from sp4rk.tools.builtins.facts import search_facts, store_fact
-from sp4rk.tools.builtins.files import file_tools
 from sp4rk.tools.builtins.finish import FinishTool, new_finish_tool, parse_finish_answer
-from sp4rk.tools.builtins.paths import Confinement
 from sp4rk.tools.builtins.result_read import tool_result_read
-from sp4rk.tools.builtins.search import find_rg, search_tools
-from sp4rk.tools.builtins.shell import ShellTool, shell_tools
-from sp4rk.tools.builtins.shell_rules import ShellVerdict, judge_command
-from sp4rk.tools.builtins.web import html_to_markdown, is_public_address, web_tools
 from sp4rk.tools.registry import Registry
+
+if TYPE_CHECKING:
+    from sp4rk.tools.builtins.edit import edit_tools
+    from sp4rk.tools.builtins.files import file_tools
+    from sp4rk.tools.builtins.paths import Confinement
+    from sp4rk.tools.builtins.search import find_rg, search_tools
+    from sp4rk.tools.builtins.shell import ShellTool, shell_tools
+    from sp4rk.tools.builtins.shell_rules import ShellVerdict, judge_command
+    from sp4rk.tools.builtins.web import html_to_markdown, is_public_address, web_tools
+
+#: Names whose modules load on first access: the executor imports this package for its own
+#: tools (finish, tool_result_read, the checklist), which need none of the file, search,
+#: shell or web machinery.
+_LAZY = {
+    "edit_tools": "edit",
+    "file_tools": "files",
+    "Confinement": "paths",
+    "find_rg": "search",
+    "search_tools": "search",
+    "ShellTool": "shell",
+    "shell_tools": "shell",
+    "ShellVerdict": "shell_rules",
+    "judge_command": "shell_rules",
+    "html_to_markdown": "web",
+    "is_public_address": "web",
+    "web_tools": "web",
+}
 
 PathLike = str | os.PathLike[str]
 
@@ -52,6 +74,13 @@ def builtin_tools(
         TypeError: when ``extra_roots`` or ``allow_hosts`` is a single string, not a list.
         ValueError: when the workspace or an extra root is not an existing directory.
     """
+    from sp4rk.tools.builtins.edit import edit_tools
+    from sp4rk.tools.builtins.files import file_tools
+    from sp4rk.tools.builtins.paths import Confinement
+    from sp4rk.tools.builtins.search import search_tools
+    from sp4rk.tools.builtins.shell import shell_tools
+    from sp4rk.tools.builtins.web import web_tools
+
     fs = Confinement(workspace, extra_roots)
     return [
         *file_tools(fs),
@@ -108,8 +137,15 @@ RESERVED_TOOL_NAMES = _TOOL_NAMES | {
 _unbound: dict[str, Tool] = {}
 
 
-def __getattr__(name: str) -> Tool:
-    """``read_file``, ``bash_exec`` …: the built-ins bound to no workspace (they use the run's)."""
+def __getattr__(name: str) -> Any:
+    """``read_file``, ``bash_exec`` …, and the names of :data:`_LAZY`, loaded on first access.
+
+    The tools are bound to no workspace: they use the run's.
+    """
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+        globals()[name] = value
+        return value
     if name not in _TOOL_NAMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     if not _unbound:

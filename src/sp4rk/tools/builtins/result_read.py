@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import json
 
-from sp4rk._internal.proc import allowlisted_environment, run_process
 from sp4rk._internal.untrusted import wrap_untrusted_content
 from sp4rk.tools.base import ToolError, ToolResult, ToolTraits, own_error
-from sp4rk.tools.builtins.search import find_rg, rg_text
 from sp4rk.tools.context import RunContext
 from sp4rk.tools.function import tool
 
@@ -157,8 +155,22 @@ def _line_chunk(
     )
 
 
+def find_rg() -> str:
+    """The ``rg`` binary, as the search tools find it.
+
+    Imported on first use: the executor offers this tool in every run, and most runs never
+    search a cached result.
+    """
+    from sp4rk.tools.builtins.search import find_rg as search_find_rg
+
+    return search_find_rg()
+
+
 async def _search(content: str, total: int, pattern: str, tool_name: str, hash: str) -> ToolResult:
     """The lines of ``content`` that ``pattern`` matches, numbered, found by ``rg``."""
+    from sp4rk._internal.proc import allowlisted_environment, run_process
+    from sp4rk.tools.builtins.search import rg_text
+
     outcome = await run_process(
         [find_rg(), "--json", "--no-config", "--text", "--regexp", pattern, "-"],
         cwd="/",
