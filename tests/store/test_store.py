@@ -195,7 +195,11 @@ def test_each_boundary_commits_steps_and_state_and_the_ledger_records_every_call
     ledger = store.ledger(run_id)
     assert [(e.tool, e.status) for e in ledger] == [("append", "completed")] * 3
     assert store.open_responses(run_id) == []
-    assert store.get_run(run_id).step_count == len(result.steps)
+    # Model responses committed at boundaries (end_run adds the finishing one).
+    assert result.state is not None
+    assert store.get_run(run_id).step_count == result.state.iteration == 2
+    store.end_run(run_id, status="finished", responses=result.model_responses)
+    assert store.get_run(run_id).step_count == result.model_responses == 3
 
 
 def test_a_call_cut_short_is_closed_from_the_ledger_and_never_run_again(tmp_path: Path) -> None:

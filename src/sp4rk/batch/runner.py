@@ -255,7 +255,15 @@ async def _drive(
         return outcome
     outcome.steps = len(result.steps) - before
     status = _status(result)
-    _end(store, record, status, result.exit_reason.value, result.output, result.state)
+    _end(
+        store,
+        record,
+        status,
+        result.exit_reason.value,
+        result.output,
+        result.state,
+        responses=result.model_responses,
+    )
     if status == "paused":
         outcome.status = "paused"
         outcome.failure = "paused"
@@ -281,6 +289,7 @@ def _end(
     state: RunState | None,
     *,
     error: str = "",
+    responses: int | None = None,
 ) -> None:
     """Record how the run ended, with what it spent (the state's totals, resumes included)."""
     usage = None
@@ -288,7 +297,13 @@ def _end(
         spent = state.budget
         usage = Usage(spent.input_tokens, spent.output_tokens, spent.cost)
     store.end_run(
-        record.id, status=status, exit_reason=exit_reason, output=output, error=error, usage=usage
+        record.id,
+        status=status,
+        exit_reason=exit_reason,
+        output=output,
+        error=error,
+        usage=usage,
+        responses=responses,
     )
 
 

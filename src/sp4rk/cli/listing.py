@@ -127,7 +127,7 @@ def print_run(
             (f"run {record.id}", "bold cyan"),
             f" · {status}" + (f" ({record.exit_reason})" if record.exit_reason else ""),
             (
-                f" · {len(steps)} steps · {tokens_text(record.input_tokens)} in · "
+                f" · {record.step_count} steps · {tokens_text(record.input_tokens)} in · "
                 f"{tokens_text(record.output_tokens)} out · {cost_text(record.cost_usd)} · "
                 f"started {age(record.created_at)} ago",
                 "dim",

@@ -259,7 +259,7 @@ def _finished(launch: Launch, result: ExecutorResult) -> int:
         status,
         result.exit_reason.value,
         result.output,
-        len(result.steps),
+        result.model_responses,
         Usage(result.usage.input_tokens, result.usage.output_tokens, result.cost_usd),
         finished=result.finished,
         code=code,
@@ -284,7 +284,12 @@ def _ended(
     record = launch.record
     try:
         launch.store.end_run(
-            record.id, status=status, exit_reason=exit_reason, output=output, usage=usage
+            record.id,
+            status=status,
+            exit_reason=exit_reason,
+            output=output,
+            usage=usage,
+            responses=steps,
         )
     except StoreError as exc:
         launch.view.emit("error", message=f"the run's end was not recorded: {exc}")

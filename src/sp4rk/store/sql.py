@@ -349,10 +349,18 @@ class SQLRunStore:
         output: str = "",
         error: str = "",
         usage: Usage | None = None,
+        responses: int | None = None,
     ) -> None:
-        """Record how the run ended and let go of it."""
+        """Record how the run ended and let go of it.
+
+        ``responses`` is the run's count of model responses (its ``step_count``), the last
+        one included: the state saved at the last boundary does not count it yet.
+        """
         sets = "status = ?, exit_reason = ?, output = ?, error = ?, owner = '', updated_at = ?"
         params: list[Any] = [status, exit_reason, output, error, _now()]
+        if responses is not None:
+            sets += ", step_count = ?"
+            params.append(responses)
         if usage is not None:
             sets += ", input_tokens = ?, output_tokens = ?, cost_usd = ?"
             params += [usage.input_tokens, usage.output_tokens, usage.cost_usd]
@@ -444,7 +452,8 @@ class SQLRunStore:
             [(run_id, first + i, _dump(s)) for i, s in enumerate(steps)],
         )
         sets = "state = ?, step_count = ?, updated_at = ?"
-        params: list[Any] = [_dump(state), first + len(steps), _now()]
+        # A run's "steps" are its model responses, as max_steps counts them (not entries).
+        params: list[Any] = [_dump(state), state.iteration, _now()]
         if usage is not None:
             sets += ", input_tokens = ?, output_tokens = ?, cost_usd = ?"
             params += [usage.input_tokens, usage.output_tokens, usage.cost_usd]
