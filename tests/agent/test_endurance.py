@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from sp4rk.agent import CircuitBreakerConfig, Executor, ToolResultCache
 from sp4rk.llm import ChatRequest, ChatResponse, SimpleTokenCounter
 from sp4rk.llm.testing import FunctionLLM, finish_response, tool_calls_response
@@ -12,6 +14,7 @@ STEPS = 10_000
 MEGABYTE = 1 << 20
 
 
+@pytest.mark.timeout(600)  # about a minute alone; several on a busy 2-core machine
 async def test_ten_thousand_steps_with_megabyte_outputs() -> None:
     blobs = [c * MEGABYTE for c in "abcdefgh"]  # distinct contents: the cache must evict
 

@@ -30,7 +30,7 @@ from sp4rk.llm.types import ChatRequest, Message, ToolDefinition  # noqa: E402
 from sp4rk.tools.builtins.result_read import tool_result_read  # noqa: E402
 from tests.llm.task import registry, run_task  # noqa: E402
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(900)  # a CPU model: minutes on a busy 2-core machine
 
 
 @pytest.fixture(scope="module")
