@@ -49,7 +49,9 @@ def test_a_scripted_run_finishes_and_everything_is_in_the_store(sp4rk: Sp4rk) ->
     shown = sp4rk.shown(run_id)
     assert shown["run"]["status"] == "finished"
     assert len(shown["steps"]) == 5  # trajectory entries
-    assert result["steps"] == shown["run"]["step_count"] == 4  # model responses, as max_steps counts
+    assert (
+        result["steps"] == shown["run"]["step_count"] == 4
+    )  # model responses, as max_steps counts
     assert shown["steps"][0]["observation"].endswith("alpha\n")
     assert sp4rk("runs", "--json") == 0
     assert [(r["id"], r["status"]) for r in json.loads(sp4rk.out)] == [(run_id, "finished")]
