@@ -390,3 +390,32 @@ def test_symlinks_out_of_the_workspace_count_as_outside(
     verdict = judge_command("rm -rf out/*", roots=[ws], cwd=ws)
     assert verdict.needs_confirmation
     assert "names out/*" in verdict.reason
+
+
+@pytest.mark.parametrize("contain", [False, True])
+async def test_a_cancelled_command_cannot_run_its_next_command(
+    tmp_path: Path, contain: bool
+) -> None:
+    # Killing `sleep` before its shell would let the shell run `echo late` at once.
+    from sp4rk._internal.proc import allowlisted_environment, run_process
+
+    script = "sleep 30 & echo $! > started; wait; echo late > late.txt"
+    task = asyncio.create_task(
+        run_process(
+            ["bash", "-c", script],
+            cwd=str(tmp_path),
+            env=allowlisted_environment(),
+            timeout=60,
+            max_output_bytes=1000,
+            contain=contain,
+        )
+    )
+    for _ in range(3000):  # until the shell waits for its sleep (at most 30 s)
+        if (tmp_path / "started").exists() and (tmp_path / "started").read_text().strip():
+            break
+        await asyncio.sleep(0.01)
+    assert (tmp_path / "started").exists()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task  # the whole group is dead and reaped when this returns
+    assert not (tmp_path / "late.txt").exists()

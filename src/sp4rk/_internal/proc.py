@@ -444,6 +444,10 @@ def stop_process_tree(pid: int, tag: str, *, namespaced: bool = False) -> int:
         a namespace's init or the command it ran.
     """
     namespace = _child_namespace(pid) if namespaced else None
+    # Freeze the group first: a shell whose child is killed would otherwise go on to its next
+    # command (``sleep 10; echo late >> log``) in the moment before its own turn comes.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGSTOP)
     killed: set[int] = set()
     for _ in range(_MAX_SWEEPS):
         found = _kill_tagged(pid, tag, namespace)
