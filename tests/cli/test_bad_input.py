@@ -250,3 +250,24 @@ def test_other_usage_errors(
     assert main(["run", "x", "-w", str(ws), "--model", model, "--store", store]) == 0
     code, err = sp4rk(capsys, "resume", "last", "--store", store)
     assert code == 2 and "already finished" in one_line_error(err)
+
+
+@pytest.mark.parametrize("command", ["runs", "show"])
+def test_reading_a_store_that_does_not_exist_creates_nothing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: str
+) -> None:
+    missing = tmp_path / "nowhere" / "runs.db"
+    code, err = sp4rk(capsys, command, "--store", str(missing))
+    assert code == 2
+    assert f"no runs store at {missing}" in one_line_error(err)
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_runs_without_any_store_yet_says_so_and_creates_nothing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SP4RK_STORE", str(tmp_path / "state" / "runs.db"))
+    capsys.readouterr()
+    assert main(["runs"]) == 0
+    assert "no runs yet" in capsys.readouterr().out
+    assert not (tmp_path / "state").exists()

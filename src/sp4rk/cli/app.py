@@ -487,9 +487,28 @@ def runs(as_json: bool, limit: int, store: str | None) -> int:
     Statuses: running · paused · finished · stopped (a limit or breaker ended it) ·
     failed (an error) · interrupted (its process died; resume it).
     """
-    with open_store(store or default_store_path()) as opened:
+    if store is None and not default_store_path().exists():
+        listing.print_runs([], as_json=as_json)  # nothing has run here yet: create nothing
+        return EXIT_FINISHED
+    with open_store(_existing(store)) as opened:
         listing.print_runs(opened.list_runs(limit), as_json=as_json)
     return EXIT_FINISHED
+
+
+def _existing(store: str | None) -> str:
+    """The runs store to read from, which must exist: reading never creates one.
+
+    Raises:
+        UsageProblem: a store file (or its default) that does not exist.
+    """
+    target = store or str(default_store_path())
+    path = target.removeprefix("sqlite://")
+    if "://" not in path and not Path(path).expanduser().exists():
+        raise UsageProblem(
+            f"no runs store at {path}: give the --store a run was saved in (`sp4rk runs "
+            "--store PATH` lists its runs), or start a run first"
+        )
+    return target
 
 
 @cli.command()
@@ -508,7 +527,7 @@ def show(run_id: str, as_json: bool, store: str | None) -> int:
       sp4rk show 1a2b3c4d
       sp4rk show 1a2b --json | jq '.steps | length'
     """
-    with open_store(store or default_store_path()) as opened:
+    with open_store(_existing(store)) as opened:
         record = opened.get_run(run_id)
         closing = [s for _, _, steps in opened.closing_steps(record.id) for s in steps]
         state = opened.state(record.id)
