@@ -99,3 +99,12 @@ def test_otel_without_the_sdk_says_what_to_install(
     (line,) = [ln for ln in sp4rk.err.splitlines() if "--otel" in ln]
     assert "not tracing: the OpenTelemetry SDK is not installed" in line
     assert "pip install" in line and "opentelemetry-sdk" in line
+
+
+def test_the_console_exporter_and_json_are_refused_together(
+    sp4rk: Sp4rk, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "console")
+    assert sp4rk.run(REPLIES, "--otel", "--json") == 2
+    errors = [e["message"] for e in events(sp4rk.out) if e["event"] == "error"]
+    assert len(errors) == 1 and "pick one" in errors[0]

@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 
 from sp4rk.agent import Events
-from sp4rk.cli.errors import CommandError
-from sp4rk.cli.view import View
+from sp4rk.cli.errors import CommandError, UsageProblem
+from sp4rk.cli.view import JsonView, View
 
 #: What to install for ``--otel`` to export anything.
 INSTALL_HINT = "pip install 'sp4rk[otel]' opentelemetry-sdk opentelemetry-exporter-otlp"
@@ -24,7 +24,13 @@ def tracing(view: View) -> Events | None:
     Raises:
         CommandError: the ``OTEL_*`` variables name an exporter that is not installed or
             that nothing registers.
+        UsageProblem: the console exporter with ``--json``: both would write to stdout.
     """
+    if isinstance(view, JsonView) and _console_exporter():
+        raise UsageProblem(
+            "--otel with the console exporter writes spans to stdout, where --json writes its "
+            "events: pick one (or export with OTEL_TRACES_EXPORTER=otlp)"
+        )
     try:
         from sp4rk.otel import configure_from_environment
     except ImportError:
@@ -48,3 +54,12 @@ def tracing(view: View) -> Events | None:
         return None
     view.emit("notice", text="--otel: exporting traces and metrics (OTEL_* variables)")
     return sink
+
+
+def _console_exporter() -> bool:
+    """Whether the ``OTEL_*`` variables send traces or metrics to the console (stdout)."""
+    names = ",".join(
+        os.environ.get(variable, "")
+        for variable in ("OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER")
+    )
+    return "console" in (name.strip().lower() for name in names.split(","))
