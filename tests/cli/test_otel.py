@@ -61,6 +61,9 @@ def test_otel_exports_the_run_and_the_live_view_goes_on(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stdout + out.stderr
     names = {s["name"] for s in spans(out.stdout)}
     assert {"invoke_agent sp4rk", "chat scripted", "execute_tool glob"} <= names
+    (run,) = [s for s in spans(out.stdout) if s["name"] == "invoke_agent sp4rk"]
+    (stored,) = SQLiteRunStore(tmp_path / "runs.db").list_runs()
+    assert run["attributes"]["gen_ai.conversation.id"] == stored.id  # trace -> sp4rk show ID
     assert "exporting traces and metrics" in out.stderr
     assert "→ glob" in out.stderr and "finished (finished)" in out.stderr  # the view, unchanged
 

@@ -317,6 +317,8 @@ def run(
         record = runs.create_run(
             task=task, workspace=str(folder), model=built.spec, settings=settings.to_store()
         )
+        if tracer is not None:
+            tracer.conversation_id = record.id
         launch = Launch(
             store=runs,
             record=record,
@@ -425,6 +427,8 @@ def resume(
         view = _view(as_json, quiet)
         tracer = tracing(view) if otel else None
         record = runs.claim_run(record.id, model=built.spec, settings=settings.to_store())
+        if tracer is not None:
+            tracer.conversation_id = record.id
         if message:
             runs.queue_message(record.id, message)
         checkpoint = runs.recover(record.id)

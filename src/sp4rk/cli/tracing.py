@@ -9,16 +9,19 @@ and one line says why.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
-from sp4rk.agent import Events
 from sp4rk.cli.errors import CommandError, UsageProblem
 from sp4rk.cli.view import JsonView, View
+
+if TYPE_CHECKING:
+    from sp4rk.otel import OpenTelemetryEvents
 
 #: What to install for ``--otel`` to export anything.
 INSTALL_HINT = "pip install 'sp4rk[otel]' opentelemetry-sdk opentelemetry-exporter-otlp"
 
 
-def tracing(view: View) -> Events | None:
+def tracing(view: View) -> OpenTelemetryEvents | None:
     """The tracing event sink, or ``None`` (with a one-line hint) when tracing is off.
 
     Raises:

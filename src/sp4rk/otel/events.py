@@ -146,6 +146,7 @@ class OpenTelemetryEvents(Events):
         *,
         capture_content: bool = False,
         agent_name: str = "sp4rk",
+        conversation_id: str = "",
     ) -> None:
         _check_provider(tracer_provider, "tracer_provider", "get_tracer", "TracerProvider")
         _check_provider(meter_provider, "meter_provider", "get_meter", "MeterProvider")
@@ -154,6 +155,9 @@ class OpenTelemetryEvents(Events):
         check_agent_name(agent_name)
         self.agent_name = agent_name
         self.capture_content = capture_content
+        self.conversation_id = conversation_id
+        """Your id of the run (``gen_ai.conversation.id`` on its span): the ``sp4rk``
+        command sets its run id, so that a trace leads to ``sp4rk show ID``."""
         self._tracer = trace.get_tracer("sp4rk", __version__, tracer_provider, SCHEMA_URL)
         meter = metrics.get_meter("sp4rk", __version__, meter_provider, SCHEMA_URL)
         self._token_usage = meter.create_histogram(
@@ -192,6 +196,8 @@ class OpenTelemetryEvents(Events):
         }
         if model:
             attributes[REQUEST_MODEL] = model
+        if self.conversation_id:
+            attributes["gen_ai.conversation.id"] = self.conversation_id
         if run.step_id:
             attributes["sp4rk.run.step_id"] = run.redact(run.step_id)
         if run.plan_step_id:
