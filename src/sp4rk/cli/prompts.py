@@ -221,7 +221,8 @@ def _budget_question(account: BudgetAccount, name: str) -> tuple[str, tuple[str,
     report = account.report()
     spent, top = report.limits.get(limit, (0.0, 0.0))
     used = f"{format_amount(limit, spent)} of {format_amount(limit, top)}"
-    what = f"{limit_text(limit)} is used up ({used}); spent so far: {report.summary()}"
+    state = "is used up" if spent >= top else "could be crossed by the next call"
+    what = f"{limit_text(limit)} {state} ({used}); spent so far: {report.summary()}"
     base = getattr(account.budget, limit) or 0
     if limit == "max_seconds":
         once = f"allow {format_amount(limit, min(ONCE_SECONDS, base))} more"

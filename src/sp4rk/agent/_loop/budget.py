@@ -165,7 +165,8 @@ def _exhausted(run: RunScope, short: Shortfall, *, scope: str) -> EndRun:
     details: dict[str, Any] = {"limit": name, "scope": scope, "spent": spent, "max": limit}
     run.diag("budget_exhausted", **details)
     described = f"{format_amount(name, spent)} of {format_amount(name, limit)}"
-    output = best_answer(run) or nudges.budget_exhausted(LABELS[name], described)
+    ahead = format_amount(name, short.over) if spent < limit and short.over > 0 else ""
+    output = best_answer(run) or nudges.budget_exhausted(LABELS[name], described, ahead=ahead)
     return EndRun(output, ExitReason.BUDGET_EXHAUSTED)
 
 

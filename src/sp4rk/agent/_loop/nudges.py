@@ -68,8 +68,16 @@ def budget_limit_extended(label: str, granted: str | None) -> str:
     return f"The user extended the {label} budget by {granted}. Continue; more may be refused."
 
 
-def budget_exhausted(label: str, described: str) -> str:
-    """The run's output when a budget limit stopped it before the model wrote any text."""
+def budget_exhausted(label: str, described: str, *, ahead: str = "") -> str:
+    """The run's output when a budget limit stopped it before the model wrote any text.
+
+    ``ahead``: the limit is not reached yet, but the next call could go this far past it.
+    """
+    if ahead:
+        return (
+            f"Stopped: the next call could go {ahead} past the {label} budget ({described} "
+            "spent), so it was not made."
+        )
     return f"Stopped: the {label} budget is used up ({described})."
 
 
