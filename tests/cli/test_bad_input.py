@@ -67,7 +67,20 @@ def test_missing_key_names_the_variable(
         str(tmp_path / "r.db"),
     )
     assert code == 1
-    assert "ANTHROPIC_API_KEY" in one_line_error(err)
+    line = one_line_error(err)
+    assert "set ANTHROPIC_API_KEY" in line and "api_key=" not in line  # the command's words
+
+
+def test_a_compatible_model_without_a_server_names_the_flag(
+    capsys: pytest.CaptureFixture[str], ws: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_COMPATIBLE_BASE_URL", raising=False)
+    store = str(tmp_path / "r.db")
+    code, err = sp4rk(
+        capsys, "run", "x", "-w", str(ws), "--model", "openai-compatible:m", "--store", store
+    )
+    assert code == 1
+    assert "pass --base-url URL or set OPENAI_COMPATIBLE_BASE_URL" in one_line_error(err)
 
 
 @pytest.mark.parametrize(

@@ -137,5 +137,12 @@ def _router(spec: str, options: dict[str, str]) -> Router:
             f"{prefix} models need an extra: pip install 'sp4rk[{extra}]' ({exc})"
         ) from exc
     except LLMError as exc:
-        raise CommandError(f"{exc}") from exc
+        raise CommandError(_for_the_command(str(exc))) from exc
     return router
+
+
+def _for_the_command(message: str) -> str:
+    """A provider's setup error in the command's words (flags and variables, not keywords)."""
+    return message.replace("pass api_key=... or set", "set").replace(
+        "pass base_url=... or set", "pass --base-url URL or set"
+    )
