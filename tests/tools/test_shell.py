@@ -419,3 +419,53 @@ async def test_a_cancelled_command_cannot_run_its_next_command(
     with pytest.raises(asyncio.CancelledError):
         await task  # the whole group is dead and reaped when this returns
     assert not (tmp_path / "late.txt").exists()
+
+
+def _processes_running(marker: str) -> list[int]:
+    """Host pids of live processes whose command line holds ``marker``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker.encode() in cmdline and state != "Z":
+            found.append(int(entry))
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PID namespaces: Linux only")
+def test_a_command_dies_with_the_agent_even_by_kill_9(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+
+    from sp4rk._internal.proc import namespace_prefix
+
+    if not asyncio.run(namespace_prefix()):
+        pytest.skip("PID namespaces are unavailable here (the process group is all there is)")
+    marker = f"{os.getpid()}.{time.monotonic_ns() % 1000}"  # a unique sleep length
+    agent = (  # (the marker is passed reversed: the agent's own command line must not match)
+        "import asyncio, sys\n"
+        "from sp4rk._internal.proc import allowlisted_environment, run_process\n"
+        "command = 'sleep 7' + sys.argv[1][::-1] + '; echo late > late.txt'\n"
+        "asyncio.run(run_process(['bash', '-c', command], cwd=sys.argv[2], "
+        "env=allowlisted_environment(), timeout=60, max_output_bytes=100, contain=True))\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", agent, marker[::-1], str(tmp_path)])
+    try:
+        for _ in range(3000):  # until the command runs (at most 30 s)
+            if _processes_running(f"sleep 7{marker}"):
+                break
+            time.sleep(0.01)
+        assert _processes_running(f"sleep 7{marker}")
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    for _ in range(1000):  # the kernel takes the namespace down (at most 10 s)
+        if not _processes_running(f"sleep 7{marker}"):
+            break
+        time.sleep(0.01)
+    assert _processes_running(f"sleep 7{marker}") == []

@@ -390,8 +390,13 @@ async def _probe_namespaces() -> list[str]:
     if unshare is None or not hasattr(os, "pidfd_open") or not sys.executable:
         return []  # (the init runs on this Python)
     common = ["--pid", "--fork", "--mount-proc", "--kill-child", "--"]
-    candidates = [[unshare, *common]] if os.geteuid() == 0 else []
-    candidates.append([unshare, "--user", "--map-current-user", *common])
+    plain = [[unshare, *common]] if os.geteuid() == 0 else []
+    plain.append([unshare, "--user", "--map-current-user", *common])
+    # With setpriv, unshare dies with this process (even by kill -9), and --kill-child takes
+    # the namespace with it: nothing a command started outlives the agent.
+    setpriv = shutil.which("setpriv")
+    guard = [setpriv, "--pdeathsig", "KILL", "--"] if setpriv else []
+    candidates = [*([*guard, *prefix] for prefix in plain if guard), *plain]
     for prefix in candidates:
         try:
             probe = await asyncio.create_subprocess_exec(
