@@ -4,6 +4,7 @@ show, tools, approvals without a terminal, verify-on-edit, and the exit statuses
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -206,3 +207,22 @@ def command(*args: str) -> subprocess.CompletedProcess[str]:
         stdin=subprocess.DEVNULL,
         timeout=120,
     )
+
+
+def test_a_run_that_died_after_its_finish_ends_with_every_response_counted(
+    sp4rk: Sp4rk,
+) -> None:
+    replies = [reply(call("glob", pattern="*")), *done()]
+    assert sp4rk.run(replies, "--json") == 0
+    run_id = sp4rk.result()["run_id"]
+    responses = sp4rk.result()["steps"]
+    # As if the process died after the finish was committed but before the run was marked
+    # finished: the count is still the last boundary's, which leaves the finish out.
+    with sqlite3.connect(sp4rk.store) as db:
+        db.execute(
+            "UPDATE runs SET status = 'running', owner = '', step_count = ? WHERE id = ?",
+            (responses - 1, run_id),
+        )
+    assert sp4rk("resume", run_id, "--json") == 0, sp4rk.out
+    assert sp4rk.result()["steps"] == responses
+    assert sp4rk.shown(run_id)["run"]["step_count"] == responses

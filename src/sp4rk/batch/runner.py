@@ -47,6 +47,7 @@ from sp4rk.store import (
     ended_by_accepted_finish,
 )
 from sp4rk.store.records import RunStatus
+from sp4rk.store.recovery import responses_with_finish
 from sp4rk.tools import Registry, RunContext
 from sp4rk.tools.base import Tool
 from sp4rk.tools.builtins import builtin_tools
@@ -346,7 +347,8 @@ def _finish_recovered(store: SQLRunStore, record: RunRecord, checkpoint: Checkpo
             output = parse_finish_answer(last.action.input)
         except ValueError:
             output = ""
-    _end(store, record, "finished", "finished", output, checkpoint.state)
+    responses = responses_with_finish(checkpoint.state)
+    _end(store, record, "finished", "finished", output, checkpoint.state, responses=responses)
 
 
 def failed_early(task: BatchTask, exc: BaseException) -> TaskOutcome:

@@ -40,6 +40,7 @@ from sp4rk.store import (
     open_store,
     store_timeout,
 )
+from sp4rk.store.recovery import responses_with_finish
 from sp4rk.tools.builtins.finish import parse_finish_answer
 
 P = ParamSpec("P")
@@ -461,14 +462,17 @@ def _already_finished(launch: Launch) -> int:
         except ValueError:
             output = ""
     record = launch.record
-    launch.store.end_run(record.id, status="finished", exit_reason="finished", output=output)
+    responses = responses_with_finish(launch.checkpoint.state)
+    launch.store.end_run(
+        record.id, status="finished", exit_reason="finished", output=output, responses=responses
+    )
     launch.view.emit(
         "result",
         run_id=record.id,
         exit_reason="finished",
         finished=True,
         output=output,
-        steps=len(launch.checkpoint),
+        steps=responses if responses is not None else record.step_count,
         input_tokens=record.input_tokens,
         output_tokens=record.output_tokens,
         status="finished",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping, Sequence
 
-from sp4rk.agent import Step, interrupted_steps
+from sp4rk.agent import RunState, Step, interrupted_steps
 from sp4rk.llm import ChatResponse
 from sp4rk.tools.builtins.finish import FINISH_TOOL_NAME
 
@@ -66,3 +66,11 @@ def ended_by_accepted_finish(steps: Sequence[Step]) -> bool:
     if last.action is None:
         return not last.user_nudge and last.nudge_kind is None and bool(last.thought)
     return last.action.name == FINISH_TOOL_NAME and not last.observation and not last.is_error
+
+
+def responses_with_finish(state: RunState | None) -> int | None:
+    """The model responses of a run that ended with an accepted finish, from its saved state.
+
+    The state saved at the last boundary counts the responses before the finishing one.
+    """
+    return None if state is None else state.iteration + 1

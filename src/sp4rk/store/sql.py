@@ -354,7 +354,8 @@ class SQLRunStore:
         """Record how the run ended and let go of it.
 
         ``responses`` is the run's count of model responses (its ``step_count``), the last
-        one included: the state saved at the last boundary does not count it yet.
+        one included: the state saved at the last boundary does not count it yet (see
+        :func:`~sp4rk.store.recovery.responses_with_finish`).
         """
         sets = "status = ?, exit_reason = ?, output = ?, error = ?, owner = '', updated_at = ?"
         params: list[Any] = [status, exit_reason, output, error, _now()]
