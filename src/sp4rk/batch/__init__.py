@@ -5,7 +5,7 @@
     from sp4rk.batch import run_batch
 
     report = run_batch("tasks.jsonl", "results.jsonl", model="openai:gpt-4.1", concurrency=64)
-    print(report.describe())       # tasks/s, model-call concurrency, CPU per step, failures
+    summary = report.describe()  # tasks/s, model-call concurrency, CPU per step, failures
 
 Each task gets its own run in the runs store and its own copy of its workspace; each ended
 task one line in the results file. Every step is committed as it happens, so a batch that was

@@ -5,7 +5,7 @@
     from sp4rk.batch import run_batch
 
     report = run_batch("tasks.jsonl", "results.jsonl", model="openai:gpt-4.1", concurrency=32)
-    print(report.describe())
+    summary = report.describe()  # the throughput report, as the command prints it
 
 Running it again with the same results file and store skips the tasks that have a result
 line, resumes the runs that paused or whose process died (from their last committed step),
