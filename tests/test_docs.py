@@ -19,7 +19,7 @@ What happens to a fenced block depends on its info string (the words after the b
   finds a local model server in the providers' usual environment variables
   (``OPENAI_API_KEY``/``OPENAI_BASE_URL``, ``ANTHROPIC_API_KEY``/``ANTHROPIC_BASE_URL``,
   ``OPENAI_COMPATIBLE_BASE_URL``): it answers every request with a call of ``finish``, and
-  ``http://localhost:8000/v1`` in a block is that server too.
+  a block's own local server (``http://localhost:PORT/v1``, any port) is that server too.
 - ``python no-run ...`` — compiled, not run: it needs what a test cannot have (a real key, a
   remote MCP server, a 100 MB model, a process-wide exporter); the words after ``no-run`` say
   what.
@@ -75,7 +75,7 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 #: Pages whose blocks are complete programs: no fixtures.
 STANDALONE = {"getting-started.md", "cookbook.md"}
 #: What a block may say for "your own OpenAI-compatible server"; the fake server answers.
-LOCAL_SERVER_URL = "http://localhost:8000/v1"
+LOCAL_SERVER_URL = re.compile(r"http://localhost:\d+/v1")
 SHELL = ("bash", "sh", "shell", "console")
 _FENCE = re.compile(
     r"^(?P<indent> *)```(?P<info>[^`\n]*)\n(?P<body>.*?)^(?P=indent)```\s*$", re.M | re.S
@@ -280,7 +280,7 @@ def test_python_block_runs(
     _project(tmp_path)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("SP4RK_STORE", str(tmp_path / "runs.db"))
-    code = _compile(block, block.code.replace(LOCAL_SERVER_URL, model_server.url + "/v1"))
+    code = _compile(block, LOCAL_SERVER_URL.sub(model_server.url + "/v1", block.code))
     # A module of its own, so pydantic, dataclasses and typing resolve the block's names.
     module = types.ModuleType("docs_snippet")
     module.__file__ = str(block.page)
