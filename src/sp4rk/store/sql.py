@@ -222,15 +222,7 @@ class SQLRunStore:
         """A new run, owned by this process, with no steps yet."""
         now = _now()
         with self._write() as db:
-            while True:
-                run_id = secrets.token_hex(4)
-                if not db.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone():
-                    break
-            db.execute(
-                "INSERT INTO runs (id, task, workspace, model, settings, status, owner, "
-                "created_at, updated_at) VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?)",
-                (run_id, task, workspace, model, json.dumps(settings), this_owner(), now, now),
-            )
+            run_id = _insert_run(db, task, workspace, model, settings, now)
         return self.get_run(run_id)
 
     def get_run(self, ref: str) -> RunRecord:
@@ -722,15 +714,7 @@ class SQLRunStore:
                     f"task {task_id!r} of batch {batch} already has run {row[0]}; resume it "
                     "instead (is another sp4rk batch running the same batch?)"
                 )
-            while True:
-                run_id = secrets.token_hex(4)
-                if not db.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone():
-                    break
-            db.execute(
-                "INSERT INTO runs (id, task, workspace, model, settings, status, owner, "
-                "created_at, updated_at) VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?)",
-                (run_id, task, workspace, model, json.dumps(settings), this_owner(), now, now),
-            )
+            run_id = _insert_run(db, task, workspace, model, settings, now)
             db.execute(
                 "INSERT INTO batch_tasks (batch, task_id, run_id, attempts) VALUES (?, ?, ?, 1)",
                 (batch, task_id, run_id),
@@ -751,3 +735,19 @@ class SQLRunStore:
         if row is None:
             raise RunNotFoundError(f"task {task_id!r} of batch {batch} has no run yet")
         return int(row[0])
+
+
+def _insert_run(
+    db: Transaction, task: str, workspace: str, model: str, settings: dict[str, Any], now: str
+) -> str:
+    """Insert a new running run owned by this process, under a fresh id; return the id."""
+    while True:
+        run_id = secrets.token_hex(4)
+        if not db.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone():
+            break
+    db.execute(
+        "INSERT INTO runs (id, task, workspace, model, settings, status, owner, "
+        "created_at, updated_at) VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?)",
+        (run_id, task, workspace, model, json.dumps(settings), this_owner(), now, now),
+    )
+    return run_id
