@@ -18,7 +18,6 @@ of a message, so a user's message or a tool's output can never change the execut
 from __future__ import annotations
 
 import dataclasses
-import functools
 from dataclasses import dataclass, field
 
 from sp4rk._internal.serde import Serializable
@@ -193,7 +192,15 @@ def _negative_count(value: object, path: str) -> str:
     return ""
 
 
-@functools.cache
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
 def _field_names(cls: type) -> tuple[str, ...]:
-    """The dataclass fields of ``cls`` (none for any other class)."""
-    return tuple(f.name for f in dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else ()
+    """The dataclass fields of ``cls`` (none for any other class), read once per class."""
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = (
+            tuple(f.name for f in dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else ()
+        )
+        _FIELD_NAMES[cls] = names
+    return names
