@@ -52,6 +52,8 @@ from anchors.common import (
     rss_mb,
 )
 
+#: Runs of each start-up command (medians reported).
+STARTUP_REPS = 7
 #: S4's curve is stored as means over buckets of this many steps.
 S4_BUCKET = 100
 
@@ -220,10 +222,20 @@ def s5_many_runs(module: ModuleType) -> dict[str, Any]:
     }
 
 
+def startup_times(module: ModuleType) -> dict[str, Any]:
+    """Import and start-up: ``import sp4rk.agent`` and ``sp4rk --help`` in fresh processes."""
+    if "sp4rk" not in module.DISTRIBUTIONS:
+        raise RuntimeError("the start-up scenario measures sp4rk only")
+    import startup  # bench/startup.py: only this scenario needs it
+
+    return startup.measure(STARTUP_REPS)
+
+
 SCENARIOS: dict[str, Callable[[ModuleType], dict[str, Any]]] = {
     "S1": s1_overhead,
     "S2": s2_growth,
     "S3": s3_concurrency,
     "S4": s4_endurance,
     "S5": s5_many_runs,
+    "startup": startup_times,
 }

@@ -93,6 +93,8 @@ def table(machine: dict[str, Any], results: Results) -> str:
     many = {name: sc["S5"] for name, sc in ok.items() if "S5" in sc}
     if many:
         lines += ["", *_many_runs(many)]
+    if "startup" in sp4rk:
+        lines += ["", *_startup(sp4rk["startup"])]
     return "\n".join(lines) + "\n"
 
 
@@ -165,6 +167,25 @@ def _many_runs(many: dict[str, dict[str, Any]]) -> list[str]:
             f"| {name} | {r['wall_s']:.2f} s ({r['efficiency']:.2f}) | "
             f"{_us(r['cpu_us_per_step'])} | {r['rss_per_run_kb']:.0f} KB |"
             for name, r in many.items()
+        ),
+    ]
+
+
+def _startup(times: dict[str, Any]) -> list[str]:
+    bare = times["python (bare) cpu_ms"]
+    rows = [name.removesuffix(" cpu_ms") for name in times if name.endswith(" cpu_ms")]
+    return [
+        f"Start-up, sp4rk only: each command in a fresh process, median of {times['reps']:.0f} "
+        f"runs in turn (load average {times['load_before']:.1f} before, "
+        f"{times['load_after']:.1f} after); CPU time is the measure, wall time moves with the "
+        "load.",
+        "",
+        "| command | CPU ms | CPU ms less bare python | wall ms |",
+        "|---|---|---|---|",
+        *(
+            f"| `{name}` | {times[f'{name} cpu_ms']:.0f} | "
+            f"{times[f'{name} cpu_ms'] - bare:.0f} | {times[f'{name} wall_ms']:.0f} |"
+            for name in rows
         ),
     ]
 

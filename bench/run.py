@@ -45,20 +45,22 @@ class Contender:
 
 CONTENDERS = (
     Contender("floor", "floor"),
-    Contender("sp4rk", "sp4rk_runner", ("S1", "S2", "S3", "S4", "S5")),
+    Contender("sp4rk", "sp4rk_runner", ("S1", "S2", "S3", "S4", "S5", "startup")),
     Contender("LangGraph", "langgraph_runner"),
     Contender("smolagents", "smolagents_runner", ("S1", "S2", "S3")),  # S5: 2,000 threads
     Contender("pydantic-ai", "pydantic_ai_runner"),
     Contender("openai-agents", "openai_agents_runner"),
 )
-SCENARIOS = ("S1", "S2", "S3", "S4", "S5")
+SCENARIOS = ("S1", "S2", "S3", "S4", "S5", "startup")
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark (or, with ``--worker``, one scenario of one contender)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", help="comma-separated contender labels (default: all)")
-    parser.add_argument("--scenarios", help="comma-separated scenarios (default: S1,S2,S3,S4,S5)")
+    parser.add_argument(
+        "--scenarios", help="comma-separated scenarios (default: all of S1-S5 and startup)"
+    )
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per worker")
     parser.add_argument(
         "--report", action="store_true", help="only rebuild the outputs from results/latest.json"
@@ -77,7 +79,11 @@ def main(argv: list[str] | None = None) -> int:
 
     labels = {c.label.lower() for c in CONTENDERS}
     wanted = set(args.only.lower().split(",")) if args.only else labels
-    scenarios = set(args.scenarios.upper().split(",")) if args.scenarios else set(SCENARIOS)
+    scenarios = (
+        {s.upper() if s.lower() != "startup" else "startup" for s in args.scenarios.split(",")}
+        if args.scenarios
+        else set(SCENARIOS)
+    )
     if not wanted <= labels or not scenarios <= set(SCENARIOS):
         parser.error(f"contenders: {sorted(labels)}; scenarios: {list(SCENARIOS)}")
 

@@ -37,28 +37,35 @@ def _once(command: list[str]) -> tuple[float, float]:
     return cpu, wall
 
 
+def measure(reps: int) -> dict[str, float]:
+    """Medians of ``reps`` runs of every command, in turn: CPU and wall ms, and the load."""
+    for command in COMMANDS.values():
+        _once(command)  # byte-compile and warm the file cache
+    load_before = os.getloadavg()[0]
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in COMMANDS}
+    for _ in range(reps):
+        for name, command in COMMANDS.items():
+            times[name].append(_once(command))
+    out = {"reps": float(reps), "load_before": load_before, "load_after": os.getloadavg()[0]}
+    for name, samples in times.items():
+        out[f"{name} cpu_ms"] = statistics.median(s[0] for s in samples) * 1000
+        out[f"{name} wall_ms"] = statistics.median(s[1] for s in samples) * 1000
+    return out
+
+
 def main() -> None:
     """Time every command ``--reps`` times, in turn; print the medians in milliseconds."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=11, help="runs of each command (default 11)")
     args = parser.parse_args()
-    for command in COMMANDS.values():
-        _once(command)  # byte-compile and warm the file cache
-    load_before = os.getloadavg()[0]
-    times: dict[str, list[tuple[float, float]]] = {name: [] for name in COMMANDS}
-    for _ in range(args.reps):
-        for name, command in COMMANDS.items():
-            times[name].append(_once(command))
-    medians = {
-        name: tuple(statistics.median(s[i] for s in samples) for i in (0, 1))
-        for name, samples in times.items()
-    }
-    bare_cpu = medians["python (bare)"][0]
-    print(f"load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after")
+    times = measure(args.reps)
+    bare_cpu = times["python (bare) cpu_ms"]
+    print(f"load average {times['load_before']:.1f} before, {times['load_after']:.1f} after")
     print("| command | CPU ms | CPU ms minus bare python | wall ms |")
     print("|---|---|---|---|")
-    for name, (cpu, wall) in medians.items():
-        print(f"| {name} | {cpu * 1000:.0f} | {(cpu - bare_cpu) * 1000:.0f} | {wall * 1000:.0f} |")
+    for name in COMMANDS:
+        cpu, wall = times[f"{name} cpu_ms"], times[f"{name} wall_ms"]
+        print(f"| {name} | {cpu:.0f} | {cpu - bare_cpu:.0f} | {wall:.0f} |")
 
 
 if __name__ == "__main__":

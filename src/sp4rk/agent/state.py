@@ -171,18 +171,36 @@ def _negative_count(value: object, path: str) -> str:
     """The first integer field below ``value`` that is negative (``""`` when none).
 
     A hostile checkpoint could otherwise switch a breaker off, or skip the text-reply nudges,
-    with a count below zero.
+    with a count below zero. Every run builds a state, so the walk reads each class's field
+    names once (``_field_names``) and builds a path only for the field it reports.
     """
-    if not dataclasses.is_dataclass(value) or isinstance(value, type):
-        return ""
-    for f in dataclasses.fields(value):
-        item = getattr(value, f.name)
-        where = f"{path}.{f.name}"
-        if isinstance(item, int) and not isinstance(item, bool) and item < 0:
-            return where
-        if isinstance(item, float) and not item >= 0:  # negative or NaN
-            return where
-        found = _negative_count(item, where)
-        if found:
-            return found
+    for name in _field_names(type(value)):
+        item = getattr(value, name)
+        kind = type(item)
+        if kind is bool or kind is str:
+            continue
+        if isinstance(item, int) and not isinstance(item, bool):
+            if item < 0:
+                return f"{path}.{name}"
+        elif isinstance(item, float):
+            if not item >= 0:  # negative or NaN
+                return f"{path}.{name}"
+        elif _field_names(kind):
+            found = _negative_count(item, f"{path}.{name}")
+            if found:
+                return found
     return ""
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    """The dataclass fields of ``cls`` (none for any other class), read once per class."""
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = (
+            tuple(f.name for f in dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else ()
+        )
+        _FIELD_NAMES[cls] = names
+    return names

@@ -23,6 +23,7 @@ dated snapshot suffix falling back to its base name (``gpt-4o-2024-08-06`` is pr
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterator, Mapping
@@ -215,4 +216,11 @@ class PriceTable:
 
 def default_price_table() -> PriceTable:
     """A fresh, editable table of the built-in prices (:data:`DEFAULT_PRICES`)."""
-    return PriceTable(DEFAULT_PRICES)
+    table = PriceTable()
+    table._prices.update(_checked_defaults())  # every run makes one: checked once, copied
+    return table
+
+
+@functools.cache
+def _checked_defaults() -> dict[str, ModelPrice]:
+    return dict(PriceTable(DEFAULT_PRICES)._prices)
