@@ -8,6 +8,7 @@ memory, as before.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import dataclasses
 import json
@@ -317,3 +318,12 @@ def test_short_observations_are_not_worth_archiving() -> None:
     store.rows.clear()
     with pytest.raises(StepArchiveError, match="not in its store any more"):
         _ = step.observation
+
+
+async def test_an_archived_observation_reads_back_from_another_thread(tmp_path: Path) -> None:
+    with SQLiteRunStore(tmp_path / "runs.db") as store:
+        result, _, _ = await run_once(store, calls=KEEP_RECENT + 4)
+        step = result.steps[0]
+        assert is_archived(step)
+        text = await asyncio.to_thread(lambda: step.observation)  # a tool's worker thread
+        assert text == result_text("k0")
