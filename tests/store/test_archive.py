@@ -35,7 +35,7 @@ from sp4rk.agent._loop.archive import KEEP_RECENT, MIN_ARCHIVED_CHARS
 from sp4rk.llm import ChatResponse, ToolCall
 from sp4rk.llm.testing import ScriptedLLM, finish_response, tool_calls_response
 from sp4rk.memory import ContextWindow
-from sp4rk.store import SQLiteRunStore, StoreCorruptError, StoreJournal
+from sp4rk.store import SQLiteRunStore, StoreCorruptError, StoreError, StoreJournal
 from sp4rk.tools import Registry, RunContext, tool
 
 #: Tool calls in the long runs: enough that most steps are older than the kept tail.
@@ -327,3 +327,14 @@ async def test_an_archived_observation_reads_back_from_another_thread(tmp_path: 
         assert is_archived(step)
         text = await asyncio.to_thread(lambda: step.observation)  # a tool's worker thread
         assert text == result_text("k0")
+
+
+async def test_reading_an_archived_observation_after_the_store_is_closed_says_so(
+    tmp_path: Path,
+) -> None:
+    store = SQLiteRunStore(tmp_path / "runs.db")
+    result, _, _ = await run_once(store, calls=KEEP_RECENT + 4)
+    store.close()
+    with pytest.raises(StoreError, match="closed"):
+        _ = result.steps[0].observation
+    assert result.steps[-2].observation == result_text(f"k{KEEP_RECENT + 3}")  # kept in memory
