@@ -24,10 +24,10 @@ from sp4rk.agent import (
     Executor,
     ExecutorResult,
     ListTrajectoryStore,
+    RunState,
     Step,
     StepArchive,
     StepArchiveError,
-    RunState,
     load_checkpoint,
     save_checkpoint,
 )
@@ -176,9 +176,7 @@ async def test_a_step_gone_from_the_store_is_an_error_that_says_so(tmp_path: Pat
         result, _, run_id = await run_once(store)
         db = sqlite3.connect(path)
         db.execute("DELETE FROM steps WHERE run_id = ? AND seq = 2", (run_id,))
-        db.execute(
-            "UPDATE steps SET data = ? WHERE run_id = ? AND seq = 3", ("{not json", run_id)
-        )
+        db.execute("UPDATE steps SET data = ? WHERE run_id = ? AND seq = 3", ("{not json", run_id))
         db.execute(
             "UPDATE steps SET data = (SELECT data FROM steps WHERE run_id = ? AND seq = 5) "
             "WHERE run_id = ? AND seq = 4",
