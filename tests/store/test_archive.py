@@ -336,3 +336,15 @@ async def test_reading_an_archived_observation_after_the_store_is_closed_says_so
     with pytest.raises(StoreError, match="closed"):
         _ = result.steps[0].observation
     assert result.steps[-2].observation == result_text(f"k{KEEP_RECENT + 3}")  # kept in memory
+
+
+async def test_a_list_store_subclass_that_overrides_sync_still_gets_sync() -> None:
+    seen: list[int] = []
+
+    class Spy(ListTrajectoryStore):  # written before sync_tail existed
+        def sync(self, steps: Sequence[Step]) -> None:
+            super().sync(steps)
+            seen.append(len(steps))
+
+    result, _, _ = await run_once(ctx=RunContext(trajectory_store=Spy()), calls=3)
+    assert seen[-1] == len(result.steps)

@@ -117,7 +117,7 @@ class RunScope:
         self.interjections = cw if conforms(cw, InterjectionHolder) else None
         self.asks_tool_calls = type(settings.hitl).on_tool_call is not HITLHandler.on_tool_call
         store = self.ctx.trajectory_store
-        self.tail_store = store if conforms(store, IncrementalTrajectoryStore) else None
+        self.tail_store = _tail_store(store)
         """The trajectory store, when it takes only the new steps at each boundary."""
         self.synced = 0
         """Steps the tail store holds from the last sync."""
@@ -217,6 +217,22 @@ class RunScope:
 _ANSWERED = frozenset(
     {ExitReason.FINISHED, ExitReason.IMPLICIT_FINISH, ExitReason.MUTATION_REQUIRED}
 )
+
+
+def _tail_store(store: object) -> IncrementalTrajectoryStore | None:
+    """``store`` when it takes the new steps only, and ``sync`` is not its own override.
+
+    A subclass that overrides ``sync`` of a class with ``sync_tail`` (a ``ListTrajectoryStore``
+    that watches its syncs) was written for ``sync``: it keeps getting it.
+    """
+    if store is None or not conforms(store, IncrementalTrajectoryStore):
+        return None
+    mro = type(store).__mro__
+
+    def depth(name: str) -> int:  # the class defining ``name``: 0 is the store's own class
+        return next((i for i, c in enumerate(mro) if name in c.__dict__), 0)
+
+    return store if depth("sync_tail") <= depth("sync") else None
 
 
 def _archive_of(journal: object, store: object) -> StepArchive | None:
