@@ -117,6 +117,9 @@ class RunSpec:
     latency_s: float = 0.0
     endurance: bool = False
     """S4: the contender's long-run configuration (a realistic window, Stage 1 limits)."""
+    store: bool = False
+    """sp4rk only: journal the run to an SQLite runs store in a temporary folder (flat memory:
+    completed observations are read back from it on demand). Other contenders ignore it."""
 
 
 class Probe:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import tempfile
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 from anchors.common import (
     FINAL_ANSWER,
@@ -36,6 +38,7 @@ from sp4rk.agent import (
 from sp4rk.llm.testing import FunctionLLM, finish_response, tool_calls_response
 from sp4rk.llm.types import ChatRequest, ChatResponse, ToolCall
 from sp4rk.memory import ContextWindow
+from sp4rk.store import SQLiteRunStore, StoreJournal
 from sp4rk.tools import Registry, tool
 
 DISTRIBUTIONS = ("sp4rk",)
@@ -100,7 +103,16 @@ def prepare(
     window = ContextWindow(max_tokens=window_tokens, system_prompt=SYSTEM_PROMPT, task=TASK)
 
     async def run() -> None:
-        result = await executor.run(registry.list(), window)
+        with tempfile.TemporaryDirectory(prefix="sp4rk-bench-") as folder:
+            store = SQLiteRunStore(Path(folder) / "runs.db") if spec.store else None
+            if store is not None:
+                record = store.create_run(task=TASK, workspace=folder, model="bench", settings={})
+                executor.set_journal(StoreJournal(store, record.id))
+            try:
+                result = await executor.run(registry.list(), window)
+            finally:
+                if store is not None:
+                    store.close()
         if not result.finished:
             raise RuntimeError(f"sp4rk stopped early: {result.exit_reason}: {result.output}")
 

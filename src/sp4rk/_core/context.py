@@ -106,6 +106,19 @@ class TrajectoryStore(Protocol):
 
 
 @runtime_checkable
+class IncrementalTrajectoryStore(TrajectoryStore, Protocol):
+    """A :class:`TrajectoryStore` that takes only what changed at each boundary.
+
+    The executor gives it the steps from where it last synced on, instead of the whole
+    trajectory every boundary (``sync``, which costs a long run O(history) per step).
+    """
+
+    def sync_tail(self, start: int, steps: Sequence[Step]) -> None:
+        """Keep the held steps before index ``start``; replace the rest with ``steps``."""
+        ...
+
+
+@runtime_checkable
 class InterjectionConsumer(Protocol):
     """A context manager holding a one-shot user interjection (for example after a resume)."""
 
@@ -133,7 +146,7 @@ class InterjectionHolder(Protocol):
 
 
 class ListTrajectoryStore:
-    """A minimal thread-safe :class:`TrajectoryStore` holding a list snapshot."""
+    """A minimal thread-safe :class:`IncrementalTrajectoryStore` holding a list snapshot."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -143,6 +156,12 @@ class ListTrajectoryStore:
         """Replace the held steps with a snapshot of ``steps``."""
         with self._lock:
             self._steps = list(steps)
+
+    def sync_tail(self, start: int, steps: Sequence[Step]) -> None:
+        """Keep the held steps before index ``start``; replace the rest with ``steps``."""
+        with self._lock:
+            del self._steps[start:]
+            self._steps.extend(steps)
 
     def steps(self) -> list[Step]:
         """A copy of the held steps."""

@@ -5,6 +5,7 @@ a limit stops it, or the host pauses it. It depends only on narrow protocols (``
 ``ToolExecutor``, ``ContextManager``), so any provider, registry or context manager fits.
 """
 
+from sp4rk._core.archive import StepArchiveError
 from sp4rk.agent.account import BudgetAccount
 from sp4rk.agent.audit import AuditEntry, AuditLog, JsonlAuditLog, MemoryAuditLog
 from sp4rk.agent.breakers import BreakerSet, Verdict
@@ -42,9 +43,11 @@ from sp4rk.agent.journal import RunJournal, interrupted_steps
 from sp4rk.agent.protocols import (
     CompactionStrategy,
     ContextManager,
+    IncrementalTrajectoryStore,
     InterjectionConsumer,
     ListTrajectoryStore,
     LLMCaller,
+    StepArchive,
     StreamingLLMCaller,
     ToolExecutor,
     ToolReviewer,
@@ -110,6 +113,7 @@ __all__ = [
     "Gates",
     "HITLHandler",
     "HITLToolDecision",
+    "IncrementalTrajectoryStore",
     "InterjectionConsumer",
     "JsonlAuditLog",
     "LLMCaller",
@@ -126,6 +130,8 @@ __all__ = [
     "RunStart",
     "RunState",
     "Step",
+    "StepArchive",
+    "StepArchiveError",
     "StepBudget",
     "StepLimitResponse",
     "StreamingLLMCaller",

@@ -6,9 +6,11 @@ that the layers which implement them never import the agent; all are re-exported
 
 from __future__ import annotations
 
+from sp4rk._core.archive import StepArchive
 from sp4rk._core.context import (
     CompactionStrategy,
     ContextManager,
+    IncrementalTrajectoryStore,
     InterjectionConsumer,
     ListTrajectoryStore,
     TrajectoryStore,
@@ -20,9 +22,11 @@ from sp4rk.tools.executor import ToolExecutor
 __all__ = [
     "CompactionStrategy",
     "ContextManager",
+    "IncrementalTrajectoryStore",
     "InterjectionConsumer",
     "LLMCaller",
     "ListTrajectoryStore",
+    "StepArchive",
     "StreamingLLMCaller",
     "ToolExecutor",
     "ToolReviewer",

@@ -5,6 +5,9 @@ message is stored the moment it is typed, handed to the executor at a boundary, 
 delivered in the same transaction that commits the step carrying it — so a crash neither
 loses a message nor delivers it twice.
 
+It is a :class:`~sp4rk.agent.StepArchive` as well: the executor drops the observations of
+committed steps from memory and reads them back from the store when they are read.
+
 A response whose calls were cut short (a crash, or a cancel while a call ran) is never
 committed from memory: its steps are left to :meth:`SQLRunStore.recover`, which closes it
 from the ledger, so an interrupted call always reads "outcome unknown" and never re-runs.
@@ -71,6 +74,7 @@ class StoreJournal:
         self._groups = state.response_groups if state is not None else 0
         self._usage = usage
         self._in_flight: _InFlight | None = None
+        self._stored = -1  # the run's step count in the store after the last boundary
         self._queue: list[tuple[int, str]] = []
         self._handed_out: list[int] = []
         self.on_delivered: Callable[[str], None] | None = None
@@ -111,7 +115,7 @@ class StoreJournal:
             else:
                 closed.append(flight.group)
         usage = self._usage() if self._usage is not None else None
-        self._store.commit_boundary(
+        self._stored = self._store.commit_boundary(
             self._run_id,
             steps,
             state,
@@ -123,6 +127,16 @@ class StoreJournal:
         self._groups = max(self._groups, state.response_groups)
         if closed:
             self._in_flight = None
+
+    # --- StepArchive: committed observations are read back from the store ---------------
+
+    def stored_steps(self) -> int:
+        """The run's steps in the store after the last boundary (``-1`` before the first)."""
+        return self._stored
+
+    def read_steps(self, start: int, stop: int) -> list[Step]:
+        """The run's committed steps ``[start, stop)`` (``SQLRunStore.read_steps``)."""
+        return self._store.read_steps(self._run_id, start, stop)
 
     def on_response(self, step: int, response: ChatResponse) -> None:
         """Keep the response until its steps are committed."""

@@ -367,6 +367,25 @@ class SQLRunStore:
         rows = self._query("SELECT seq, data FROM steps WHERE run_id = ? ORDER BY seq", (run_id,))
         return [self._typed(Step, data, f"step {seq} of run {run_id!r}") for seq, data in rows]
 
+    def read_steps(self, run_id: str, start: int, stop: int) -> list[Step]:
+        """The run's committed steps ``[start, stop)``, by index (an archived observation's read).
+
+        Raises:
+            StoreCorruptError: one of them is missing or malformed (never an empty stand-in).
+        """
+        rows = self._query(
+            "SELECT seq, data FROM steps WHERE run_id = ? AND seq >= ? AND seq < ? ORDER BY seq",
+            (run_id, start, stop),
+        )
+        found = [int(seq) for seq, _ in rows]
+        if found != list(range(start, max(start, stop))):
+            missing = sorted(set(range(start, stop)) - set(found))
+            raise StoreCorruptError(
+                f"the runs store {self.location} has lost step {missing[0] if missing else start} "
+                f"of run {run_id!r}; `sp4rk show {run_id}` shows what it still holds"
+            )
+        return [self._typed(Step, data, f"step {seq} of run {run_id!r}") for seq, data in rows]
+
     def state(self, run_id: str) -> RunState | None:
         """The run state committed at the last boundary (``None`` before the first)."""
         rows = self._query("SELECT state FROM runs WHERE id = ?", (run_id,))
@@ -418,14 +437,14 @@ class SQLRunStore:
         usage: Usage | None = None,
         delivered: Sequence[int] = (),
         closed_groups: Sequence[int] = (),
-    ) -> None:
-        """Append ``steps`` and save ``state`` in one transaction.
+    ) -> int:
+        """Append ``steps`` and save ``state`` in one transaction; the run's step count after.
 
         ``delivered`` are queued messages now in the trajectory; ``closed_groups`` are
         responses whose steps are among ``steps`` (their in-flight record is dropped).
         """
         with self._write() as db:
-            self._commit(db, run_id, steps, state, usage, delivered, closed_groups)
+            return self._commit(db, run_id, steps, state, usage, delivered, closed_groups)
 
     def _commit(
         self,
@@ -436,7 +455,8 @@ class SQLRunStore:
         usage: Usage | None,
         delivered: Sequence[int],
         closed_groups: Sequence[int],
-    ) -> None:
+    ) -> int:
+        """Append ``steps`` and save ``state`` in ``db``; the run's step count after."""
         (first,) = db.execute(
             "SELECT COALESCE(MAX(seq) + 1, 0) FROM steps WHERE run_id = ?", (run_id,)
         ).fetchone()
@@ -459,6 +479,7 @@ class SQLRunStore:
             "DELETE FROM responses WHERE run_id = ? AND response_group = ?",
             [(run_id, g) for g in closed_groups],
         )
+        return int(first) + len(steps)
 
     def record_response(self, run_id: str, group: int, step: int, response: ChatResponse) -> None:
         """A response whose tool calls are about to run (kept until its steps are committed)."""

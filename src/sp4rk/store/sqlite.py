@@ -11,7 +11,9 @@ queries are :class:`~sp4rk.store.sql.SQLRunStore`'s).
 
 Several processes may use one store: each run belongs to the live process driving it
 (``runs.owner``), writers queue behind SQLite's lock for up to ``timeout`` seconds, and
-readers never wait (WAL).
+readers never wait (WAL). Within a process, the store may be used from any thread (one
+connection, its statements taken in turn): an archived observation (``sp4rk.agent``'s flat
+memory) is read back wherever the step is read, a tool's worker thread included.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -43,6 +46,7 @@ class SQLiteRunStore(SQLRunStore):
         self.path = Path(path).expanduser()
         self.location = str(self.path)
         self.timeout = timeout
+        self._lock = threading.RLock()  # one statement or transaction at a time
         self._db = self._connect()
         try:
             self._migrate()
@@ -65,7 +69,9 @@ class SQLiteRunStore(SQLRunStore):
         if not self.path.is_file():
             raise StoreError(f"the runs store {self.path} is not a file; pass --store PATH")
         try:
-            db = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
+            db = sqlite3.connect(
+                self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
+            )
         except sqlite3.Error as exc:
             raise self._translate(exc) from exc
         try:
@@ -82,7 +88,8 @@ class SQLiteRunStore(SQLRunStore):
 
     def close(self) -> None:
         """Close the connection (committed data is already on disk)."""
-        self._db.close()
+        with self._lock:
+            self._db.close()
 
     def __enter__(self) -> SQLiteRunStore:
         return self
@@ -111,24 +118,26 @@ class SQLiteRunStore(SQLRunStore):
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         try:
-            return list(self._db.execute(sql, params).fetchall())
+            with self._lock:
+                return list(self._db.execute(sql, params).fetchall())
         except sqlite3.Error as exc:
             raise self._translate(exc) from exc
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction, taken at once (``BEGIN IMMEDIATE``), committed or rolled back."""
-        db = self._db
-        try:
-            db.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise self._translate(exc) from exc
-        try:
-            yield db
-            db.execute("COMMIT")
-        except BaseException as exc:
-            with contextlib.suppress(sqlite3.Error):
-                db.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.Error):
+        with self._lock:
+            db = self._db
+            try:
+                db.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
                 raise self._translate(exc) from exc
-            raise
+            try:
+                yield db
+                db.execute("COMMIT")
+            except BaseException as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise self._translate(exc) from exc
+                raise

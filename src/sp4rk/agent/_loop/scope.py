@@ -11,9 +11,11 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from sp4rk._core.context import InterjectionHolder
+from sp4rk._core.archive import StepArchive
+from sp4rk._core.context import IncrementalTrajectoryStore, InterjectionHolder
 from sp4rk._internal.conformance import conforms
 from sp4rk.agent._legacy import state_from_steps
+from sp4rk.agent._loop.archive import ObservationArchiver
 from sp4rk.agent._loop.emit import EventProxy
 from sp4rk.agent._loop.recorder import Recorder
 from sp4rk.agent._loop.settings import ExecutorSettings
@@ -114,6 +116,12 @@ class RunScope:
         self.consumes_interjections = conforms(cw, InterjectionConsumer)
         self.interjections = cw if conforms(cw, InterjectionHolder) else None
         self.asks_tool_calls = type(settings.hitl).on_tool_call is not HITLHandler.on_tool_call
+        store = self.ctx.trajectory_store
+        self.tail_store = _tail_store(store)
+        """The trajectory store, when it takes only the new steps at each boundary."""
+        self.synced = 0
+        """Steps the tail store holds from the last sync."""
+        self.archiver = ObservationArchiver(_archive_of(self.journal, store))
 
     @property
     def step(self) -> int:
@@ -149,17 +157,22 @@ class RunScope:
         self.events.executor_diagnostic(self.step, event, details)
 
     def sync_trajectory(self) -> None:
-        """Give the trajectory store (if any) a snapshot of the steps so far."""
-        store = self.ctx.trajectory_store
-        if store is not None:
-            store.sync(list(self.trajectory.steps))
+        """Give the trajectory store (if any) the steps so far: only the new ones if it can."""
+        steps = self.trajectory.steps
+        if self.tail_store is not None:
+            # The trajectory only grows: what the store holds before ``synced`` is unchanged.
+            self.tail_store.sync_tail(self.synced, steps[self.synced :])
+            self.synced = len(steps)
+        elif (store := self.ctx.trajectory_store) is not None:
+            store.sync(list(steps))
 
     def at_boundary(self) -> None:
-        """A step boundary: sync the trajectory store and commit to the journal (if any)."""
+        """A boundary: sync the trajectory store, commit to the journal, archive what is durable."""
         self.sync_trajectory()
         if self.journal is not None:
             self.budget.flush_clock()
             self.journal.on_boundary(self.trajectory.unjournaled(), self.state)
+        self.archiver.after_boundary(self.trajectory.steps)
 
     def result(
         self, output: str, exit_reason: ExitReason, *, finished: bool, responded: bool = False
@@ -204,6 +217,30 @@ class RunScope:
 _ANSWERED = frozenset(
     {ExitReason.FINISHED, ExitReason.IMPLICIT_FINISH, ExitReason.MUTATION_REQUIRED}
 )
+
+
+def _tail_store(store: object) -> IncrementalTrajectoryStore | None:
+    """``store`` when it takes the new steps only, and ``sync`` is not its own override.
+
+    A subclass that overrides ``sync`` of a class with ``sync_tail`` (a ``ListTrajectoryStore``
+    that watches its syncs) was written for ``sync``: it keeps getting it.
+    """
+    if store is None or not conforms(store, IncrementalTrajectoryStore):
+        return None
+    mro = type(store).__mro__
+
+    def depth(name: str) -> int:  # the class defining ``name``: 0 is the store's own class
+        return next((i for i, c in enumerate(mro) if name in c.__dict__), 0)
+
+    return store if depth("sync_tail") <= depth("sync") else None
+
+
+def _archive_of(journal: object, store: object) -> StepArchive | None:
+    """Where committed observations can be read back from: the journal, else the store."""
+    for holder in (journal, store):
+        if holder is not None and conforms(holder, StepArchive):
+            return holder
+    return None
 
 
 def _model_of(llm: object) -> str:
