@@ -197,7 +197,9 @@ def _endurance(s4: dict[str, Any]) -> list[str]:
     header = [f"{i * 1000 + 1}–{(i + 1) * 1000}" for i in range(len(blocks))]
     rss = [s4["rss_mb"].get(str((i + 1) * 1000), "–") for i in range(len(blocks))]
     return [
-        f"S4 endurance, sp4rk only: {S4_STEPS:,} steps with 1 MB results, "
+        f"S4 endurance, sp4rk only, with the SQLite runs store attached (without one, memory "
+        "grows by each step's result: `s4_memory.py`): "
+        f"{S4_STEPS:,} steps with 1 MB results, "
         f"{s4['wall_s']:.0f} s in all. Windows compared: steps {S4_EARLY[0]}–{S4_EARLY[1]} "
         f"and {S4_LATE[0]}–{S4_LATE[1]}.",
         "",
