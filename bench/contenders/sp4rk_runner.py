@@ -103,15 +103,16 @@ def prepare(
     window = ContextWindow(max_tokens=window_tokens, system_prompt=SYSTEM_PROMPT, task=TASK)
 
     async def run() -> None:
-        with tempfile.TemporaryDirectory(prefix="sp4rk-bench-") as folder:
-            store = SQLiteRunStore(Path(folder) / "runs.db") if spec.store else None
-            if store is not None:
+        if not spec.store:
+            result = await executor.run(registry.list(), window)
+        else:
+            with tempfile.TemporaryDirectory(prefix="sp4rk-bench-") as folder:
+                store = SQLiteRunStore(Path(folder) / "runs.db")
                 record = store.create_run(task=TASK, workspace=folder, model="bench", settings={})
                 executor.set_journal(StoreJournal(store, record.id))
-            try:
-                result = await executor.run(registry.list(), window)
-            finally:
-                if store is not None:
+                try:
+                    result = await executor.run(registry.list(), window)
+                finally:
                     store.close()
         if not result.finished:
             raise RuntimeError(f"sp4rk stopped early: {result.exit_reason}: {result.output}")

@@ -28,7 +28,9 @@ from sp4rk.agent import (
     Step,
     StepArchive,
     StepArchiveError,
+    SubAgentTask,
     load_checkpoint,
+    run_sub_agent,
     save_checkpoint,
 )
 from sp4rk.agent._loop.archive import KEEP_RECENT, MIN_ARCHIVED_CHARS
@@ -184,11 +186,12 @@ async def test_a_step_gone_from_the_store_is_an_error_that_says_so(tmp_path: Pat
         )
         db.commit()
         db.close()
-        with pytest.raises(StoreCorruptError, match=f"lost step 2 of run '{run_id}'"):
+        with pytest.raises(StepArchiveError, match=f"lost step 2 of run '{run_id}'") as lost:
             _ = result.steps[2].observation
-        with pytest.raises(StoreCorruptError, match="malformed step 3"):
+        assert isinstance(lost.value.__cause__, StoreCorruptError)
+        with pytest.raises(StepArchiveError, match="malformed step 3"):
             _ = result.steps[3].observation
-        with pytest.raises(StepArchiveError, match="another step at index 4"):
+        with pytest.raises(StepArchiveError, match="another observation for step 4"):
             _ = result.steps[4].observation
         assert result.steps[1].observation == result_text("k1")
 
@@ -307,15 +310,80 @@ async def test_an_archive_that_does_not_hold_the_trajectory_exactly_is_not_used(
     assert store.reads == 0
 
 
-def test_short_observations_are_not_worth_archiving() -> None:
+async def test_short_observations_are_not_worth_archiving(tmp_path: Path) -> None:
+    @tool
+    async def lookup(key: str) -> str:
+        """Look up a record."""
+        return "s" * (MIN_ARCHIVED_CHARS - 1)
+
+    with SQLiteRunStore(tmp_path / "runs.db") as store:
+        run_id = store.create_run(task="t", workspace="/w", model="m", settings={}).id
+        executor = Executor(ScriptedLLM(script()), Registry([lookup]), CALLS + 5)
+        executor.set_journal(StoreJournal(store, run_id))
+        result = await executor.run(Registry([lookup]).list(), ContextWindow(max_tokens=10**6))
+    assert result.finished
+    assert len(result.steps) > KEEP_RECENT + 10
+    assert not any(is_archived(s) for s in result.steps)
+
+
+def test_an_observation_rewritten_in_the_store_is_refused_not_returned() -> None:
     store = JsonTrajectoryStore()
-    step = Step(action=ToolCall("c1", "lookup", "{}"), observation="x" * MIN_ARCHIVED_CHARS)
+    step = Step(action=ToolCall("c1", "lookup", "{}"), observation="y" * 300, notes_length=20)
     store.sync_tail(0, [step])
     archive_observation(step, store, 0)
-    assert step.observation == "x" * MIN_ARCHIVED_CHARS
+    assert step.observation == "y" * 300
+    # Same call, same tool, same length: only the text differs (tool text moved into notes).
+    store.rows[0] = json.dumps({**json.loads(store.rows[0]), "observation": "z" * 300})
+    with pytest.raises(StepArchiveError, match="another observation for step 0"):
+        _ = step.observation
     store.rows.clear()
     with pytest.raises(StepArchiveError, match="not in its store any more"):
         _ = step.observation
+
+
+def test_a_step_subclass_of_the_callers_keeps_its_observation() -> None:
+    class Mine(Step):
+        __slots__ = ()
+
+    store = JsonTrajectoryStore()
+    step = Mine(action=ToolCall("c1", "lookup", "{}"), observation="m" * 300)
+    store.sync_tail(0, [step])
+    archive_observation(step, store, 0)
+    assert not is_archived(step)
+    assert held_text(step) == "m" * 300
+
+
+async def test_a_sub_agent_never_writes_into_the_parents_trajectory_store() -> None:
+    store = JsonTrajectoryStore()
+    ctx = RunContext(trajectory_store=store)
+
+    @tool
+    async def delegate(task: str) -> str:
+        """Hand a task to a sub-agent."""
+        child = Executor(ScriptedLLM(script(3)), lookups(), 10)
+        done = await run_sub_agent(
+            SubAgentTask(
+                "child", child, ContextWindow(max_tokens=10**6), lookups().list(), task, ctx=ctx
+            )
+        )
+        return f"child said {done.output}"
+
+    registry = Registry([lookups().get("lookup"), delegate])
+    calls = [tool_calls_response(("lookup", {"key": f"k{i}"})) for i in range(CALLS)]
+    half = len(calls) // 2
+    replies = [
+        *calls[:half],
+        tool_calls_response(("delegate", {"task": "more"})),
+        *calls[half:],
+        finish_response("done"),
+    ]
+    executor = Executor(ScriptedLLM(replies), registry, 200)
+    result = await executor.run(registry.list(), ContextWindow(max_tokens=10**6), ctx)
+    assert result.finished
+    assert store.stored_steps() == len(result.steps)
+    assert [s.observation for s in store.steps()] == [s.observation for s in result.steps]
+    assert result.steps[0].observation == result_text("k0")
+    assert any(is_archived(s) for s in result.steps)
 
 
 async def test_an_archived_observation_reads_back_from_another_thread(tmp_path: Path) -> None:
@@ -333,8 +401,12 @@ async def test_reading_an_archived_observation_after_the_store_is_closed_says_so
     store = SQLiteRunStore(tmp_path / "runs.db")
     result, _, _ = await run_once(store, calls=KEEP_RECENT + 4)
     store.close()
-    with pytest.raises(StoreError, match="closed"):
+    with pytest.raises(StepArchiveError, match=r"closed.*before closing") as closed:
         _ = result.steps[0].observation
+    assert isinstance(closed.value.__cause__, StoreError)
+    # Its repr (logging, a debugger, a failing test) never reads the store.
+    shown = repr(result.steps[0])
+    assert shown.startswith("Step(") and "<in the store: step 0, " in shown
     assert result.steps[-2].observation == result_text(f"k{KEEP_RECENT + 3}")  # kept in memory
 
 

@@ -17,6 +17,7 @@ are. A copy or a pickle of an archived step is a plain ``Step`` carrying the tex
 from __future__ import annotations
 
 import dataclasses
+import zlib
 from typing import Any, Protocol, runtime_checkable
 
 from sp4rk._core.trajectory import Step
@@ -51,34 +52,47 @@ class StepArchive(Protocol):
 
 
 class _Stored:
-    """Where an archived observation is: the archive and the step's index in it."""
+    """Where an archived observation is, and what it was: its length and CRC-32 when archived.
 
-    __slots__ = ("archive", "index")
+    The check catches a store changed under the run (a row rewritten, another run's steps at
+    these indexes): the text read back is the text archived, or an error.
+    """
 
-    def __init__(self, archive: StepArchive, index: int) -> None:
+    __slots__ = ("archive", "crc", "index", "length")
+
+    def __init__(self, archive: StepArchive, index: int, length: int, crc: int) -> None:
         self.archive = archive
         self.index = index
+        self.length = length
+        self.crc = crc
 
-    def load(self, step: Step) -> str:
-        """The stored observation, checked to belong to ``step``."""
-        found = self.archive.read_steps(self.index, self.index + 1)
+    def load(self) -> str:
+        """The stored observation, checked to be the one archived."""
+        try:
+            found = self.archive.read_steps(self.index, self.index + 1)
+        except Exception as exc:
+            raise StepArchiveError(
+                f"step {self.index}'s observation is kept in the runs store, which cannot be "
+                f"read ({exc}); read the steps (or copy.deepcopy(result.steps)) before closing "
+                "the store, or resume from the store itself (store.recover(run_id))"
+            ) from exc
         stored = found[0] if len(found) == 1 else None
         if stored is None or not isinstance(stored.observation, str):
             raise StepArchiveError(
                 f"step {self.index} of the run is not in its store any more; its observation "
                 "cannot be read (was the run deleted from the store?)"
             )
-        if _call_id(stored) != _call_id(step) or stored.tool_name != step.tool_name:
+        text = stored.observation
+        if len(text) != self.length or _crc(text) != self.crc:
             raise StepArchiveError(
-                f"the store holds another step at index {self.index} "
-                f"({stored.tool_name or 'a message'} instead of {step.tool_name or 'a message'}); "
-                "the store was changed under the run, so its observation cannot be read"
+                f"the store holds another observation for step {self.index} than the run "
+                "archived there; the store was changed under the run, so it cannot be read"
             )
-        return stored.observation
+        return text
 
 
-def _call_id(step: Step) -> str:
-    return "" if step.action is None else step.action.id
+def _crc(text: str) -> int:
+    return zlib.crc32(text.encode("utf-8", "surrogatepass"))
 
 
 class _ArchivedStep(Step):
@@ -89,7 +103,7 @@ class _ArchivedStep(Step):
     @property
     def observation(self) -> str:
         held = _OBSERVATION.__get__(self, Step)
-        return held.load(self) if isinstance(held, _Stored) else str(held)
+        return held.load() if isinstance(held, _Stored) else str(held)
 
     @observation.setter
     def observation(self, text: str) -> None:
@@ -101,6 +115,20 @@ class _ArchivedStep(Step):
         return all(getattr(self, f.name) == getattr(other, f.name) for f in _FIELDS)
 
     __hash__ = None  # type: ignore[assignment]  # as Step's: mutable, compared by value
+
+    def __repr__(self) -> str:
+        """As ``Step``'s, without reading the store (logging and debuggers call it anywhere)."""
+        held = _OBSERVATION.__get__(self, Step)
+        shown = (
+            f"<in the store: step {held.index}, {held.length} chars>"
+            if isinstance(held, _Stored)
+            else repr(held)
+        )
+        parts = (
+            f"{f.name}={shown if f.name == 'observation' else repr(getattr(self, f.name))}"
+            for f in _FIELDS
+        )
+        return f"Step({', '.join(parts)})"
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Copies and pickles are plain steps carrying the text (no store connection)."""
@@ -117,7 +145,21 @@ def archive_observation(step: Step, archive: StepArchive, index: int) -> None:
     """
     if type(step) is Step:
         step.__class__ = _ArchivedStep
-    _OBSERVATION.__set__(step, _Stored(archive, index))
+    elif not isinstance(step, _ArchivedStep):
+        return  # a subclass of the caller's own: its observation stays where it is
+    held = _OBSERVATION.__get__(step, Step)
+    if isinstance(held, _Stored):  # archived before (a resumed run): point it at ``archive``
+        stored = _Stored(archive, index, held.length, held.crc)
+    else:
+        text = str(held)
+        stored = _Stored(archive, index, len(text), _crc(text))
+    _OBSERVATION.__set__(step, stored)
+
+
+def observation_length(step: Step) -> int:
+    """``len(step.observation)``, without reading the store for an archived step."""
+    held = _OBSERVATION.__get__(step, Step)
+    return held.length if isinstance(held, _Stored) else len(step.observation)
 
 
 def is_archived(step: Step) -> bool:

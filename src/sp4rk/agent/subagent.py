@@ -32,6 +32,9 @@ from sp4rk.tools.context import RunContext
 class SubAgentTask:
     """One task for a sub-agent: its executor, context window, tools and description.
 
+    ``ctx`` is passed on to the sub-agent's run (workspace, stores, budget) without its
+    ``trajectory_store``, which holds the parent's steps: the sub-agent would overwrite them.
+
     ``window`` was called ``cm`` in 0.1 (it is the run's ``ContextWindow``, not a Python
     context manager); ``cm=`` and ``task.cm`` keep working for one more release, with a
     ``DeprecationWarning``.
@@ -112,8 +115,9 @@ async def run_sub_agent(task: SubAgentTask) -> SubAgentResult:
     """
     events = task.events or Events()
     _safe(events.sub_agent_launch, task.step_id, task.description)
+    # A trajectory store holds one run's steps: the parent's would be overwritten by these.
     ctx = (task.ctx or RunContext()).replace(
-        step_id=task.step_id, task_description=task.description
+        step_id=task.step_id, task_description=task.description, trajectory_store=None
     )
     started = time.perf_counter()
     try:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -89,6 +90,9 @@ class PostgresRunStore(SQLRunStore):
         self.url = url
         self.location = redact(url)
         self.timeout = timeout
+        # One statement or transaction at a time: an archived observation may be read from a
+        # tool's worker thread while another run's boundary commits (a local batch).
+        self._lock = threading.RLock()
         try:
             self._db: psycopg.Connection[Any] = psycopg.connect(
                 url,
@@ -115,7 +119,8 @@ class PostgresRunStore(SQLRunStore):
 
     def close(self) -> None:
         """Close the connection (committed data is already durable on the server)."""
-        self._db.close()
+        with self._lock:
+            self._db.close()
 
     def __enter__(self) -> PostgresRunStore:
         return self
@@ -142,7 +147,8 @@ class PostgresRunStore(SQLRunStore):
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         try:
-            return list(self._db.execute(_placeholders(sql), params).fetchall())
+            with self._lock:
+                return list(self._db.execute(_placeholders(sql), params).fetchall())
         except self._psycopg.Error as exc:
             raise self._translate(exc) from exc
 
@@ -150,7 +156,7 @@ class PostgresRunStore(SQLRunStore):
     def _write(self) -> Iterator[_Transaction]:
         """One write transaction (``BEGIN`` … ``COMMIT``), rolled back if the block raises."""
         try:
-            with self._db.transaction():
+            with self._lock, self._db.transaction():
                 yield _Transaction(self._db)
         except self._psycopg.Error as exc:
             raise self._translate(exc) from exc

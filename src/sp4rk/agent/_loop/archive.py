@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from sp4rk._core.archive import StepArchive, archive_observation
+from sp4rk._core.archive import StepArchive, archive_observation, observation_length
 from sp4rk._core.trajectory import Step
 
 logger = logging.getLogger("sp4rk.agent")
@@ -57,6 +57,6 @@ class ObservationArchiver:
         end = stored - KEEP_RECENT
         for index in range(self._through, end):
             step = steps[index]
-            if len(step.observation) >= MIN_ARCHIVED_CHARS:
+            if observation_length(step) >= MIN_ARCHIVED_CHARS:
                 archive_observation(step, archive, index)
         self._through = max(self._through, end)
