@@ -60,6 +60,8 @@ def test_a_scripted_run_finishes_and_everything_is_in_the_store(sp4rk: Sp4rk) ->
     assert sp4rk("show", run_id) == 0  # readable: the thought, the calls, their results
     assert "Reading the notes." in sp4rk.out and "→ read_file" in sp4rk.out
     assert "output: The notes say alpha." in sp4rk.out
+    assert "✗ Finish rejected: " in sp4rk.out  # the checklist gate's refusal looks refused
+    assert "✓ Finish" not in sp4rk.out
 
 
 def test_the_plain_view_shows_the_run_id_at_start_and_end(sp4rk: Sp4rk) -> None:
