@@ -444,7 +444,7 @@ def resume(
             tracer.conversation_id = record.id
         if message:
             runs.queue_message(record.id, message)
-        checkpoint = runs.recover(record.id)
+        checkpoint = runs.recover(record.id, prices=built.prices(settings.price))
         launch = Launch(
             store=runs,
             record=record,
