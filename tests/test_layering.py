@@ -111,3 +111,18 @@ def test_lazy_builtin_names_still_import() -> None:
     assert builtins.judge_command.__module__ == "sp4rk.tools.builtins.shell_rules"
     assert builtins.ShellTool.__name__ == "ShellTool"
     assert builtins.search_tools is builtins.search_tools  # loaded once, then a plain attribute
+
+
+def test_the_agent_loads_pydantic_only_when_a_tool_is_built() -> None:
+    # @tool's pydantic side (tools/input_model.py) loads with the first tool built; the
+    # executor's own tools are built when first listed or called.
+    code = (
+        "import sys, sp4rk.agent\n"
+        "from sp4rk.tools.builtins import update_checklist\n"
+        "heavy = ('pydantic', 'docstring_parser', 'sp4rk.tools.input_model')\n"
+        "print(','.join(m for m in heavy if m in sys.modules))\n"
+        "update_checklist.input_schema\n"
+        "print(','.join(m for m in heavy if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[:2] == ["", "pydantic,docstring_parser,sp4rk.tools.input_model"]

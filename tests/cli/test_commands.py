@@ -60,6 +60,8 @@ def test_a_scripted_run_finishes_and_everything_is_in_the_store(sp4rk: Sp4rk) ->
     assert sp4rk("show", run_id) == 0  # readable: the thought, the calls, their results
     assert "Reading the notes." in sp4rk.out and "→ read_file" in sp4rk.out
     assert "output: The notes say alpha." in sp4rk.out
+    assert "✗ Finish rejected: " in sp4rk.out  # the checklist gate's refusal looks refused
+    assert "✓ Finish" not in sp4rk.out
 
 
 def test_the_plain_view_shows_the_run_id_at_start_and_end(sp4rk: Sp4rk) -> None:
@@ -164,6 +166,27 @@ def test_no_arguments_prints_help_and_version_works(capsys: pytest.CaptureFixtur
     assert "sp4rk" in capsys.readouterr().out
     assert main(["run", "--help"]) == 0
     assert "Exit status" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--version"], ["run", "--help"], ["batch", "-h"]])
+def test_help_and_version_load_none_of_the_work(argv: list[str]) -> None:
+    # Commands import the agent, the stores, the tools and the terminal view when they run.
+    code = (
+        f"import sys\nfrom sp4rk.cli import main\nassert main({argv!r}) == 0\n"
+        "heavy = ('sp4rk.agent', 'sp4rk.store', 'sp4rk.tools', 'sp4rk.batch', 'rich', 'asyncio')\n"
+        "print(sorted(m for m in sys.modules if m.startswith(heavy)))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=command_env(), check=True
+    )
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_the_batch_commands_approvals_are_the_batch_runners() -> None:
+    from sp4rk.batch import APPROVE_MODES
+    from sp4rk.cli import batch_command
+
+    assert batch_command.APPROVE_MODES == APPROVE_MODES
 
 
 def test_mcp_servers_from_the_configuration_are_listed_and_offered(sp4rk: Sp4rk) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from sp4rk.llm import ChatResponse, Message, TokenUsage, ToolCall
 from sp4rk.store import SQLiteRunStore
 from tests.cli.helpers import Sp4rk, call, done, events, reply
 from tests.llm.fakeserver import FakeServer
@@ -47,6 +48,33 @@ def test_the_tool_call_budget_ends_the_run_unfinished_and_resume_raises_it(sp4rk
     shown = sp4rk.shown(run_id)
     assert shown["budget"] == {"max_tool_calls": 10}
     assert shown["spent"]["tool_calls"] == 3  # the third glob; finish is not a tool call
+
+
+def test_a_call_cut_short_by_a_crash_is_counted_and_priced_on_resume(sp4rk: Sp4rk) -> None:
+    assert sp4rk.run([*globs(3), *done()], "--max-tool-calls", "1", "--json") == 4
+    run_id = sp4rk.result()["run_id"]
+    # The process dies while the next response's call runs: the response and the call's
+    # start are durable, nothing after them (what a kill -9 there leaves in the store).
+    store = SQLiteRunStore(sp4rk.store)
+    state = store.state(run_id)
+    assert state is not None and state.budget.tool_calls == 1
+    group, step = state.response_groups + 1, state.iteration + 1
+    cut = ToolCall("cut", "glob", '{"pattern": "*.cut"}')
+    response = ChatResponse(
+        message=Message("assistant", tool_calls=[cut]), model="scripted", usage=TokenUsage(7, 3)
+    )
+    store.record_response(run_id, group, step, response)
+    store.record_call_start(run_id, group, 0, step, cut)
+    store.close()
+
+    assert sp4rk("resume", run_id, "--max-tool-calls", "10", "--json") == 0, sp4rk.out
+    result = sp4rk.result()
+    assert result["finished"] and result["cost_usd"] == 0.0  # the scripted model is free
+    spent = sp4rk.shown(run_id)["spent"]
+    ran = [s["action"]["input"] for s in sp4rk.shown(run_id)["steps"] if s["action"]]
+    assert ran[:3] == ['{"pattern": "*.0"}', '{"pattern": "*.cut"}', '{"pattern": "*.2"}']
+    assert spent["tool_calls"] == 3  # the one the crash cut short counts too
+    assert spent["unpriced_calls"] == 0 and spent["input_tokens"] == 7
 
 
 def test_the_plain_view_names_the_budget_and_how_to_go_on(sp4rk: Sp4rk) -> None:

@@ -26,6 +26,7 @@ from sp4rk.llm._schema import (
     strict_violations,
 )
 from sp4rk.tools import tool
+from sp4rk.tools.input_model import build_input_model
 
 
 class Color(enum.Enum):
@@ -267,7 +268,7 @@ ids = [case.fn.__name__ for case in CASES]
 
 def _pydantic_accepts(case: Case, instance: dict[str, Any]) -> bool:
     try:
-        tool(case.fn)._model.model_validate(instance)
+        build_input_model(case.fn, case.fn.__name__, None, False).model.model_validate(instance)
     except pydantic.ValidationError:
         return False
     return True

@@ -230,6 +230,7 @@ def test_a_call_cut_short_is_closed_from_the_ledger_and_never_run_again(tmp_path
         "not_run",
     ]
     assert checkpoint.state is not None and checkpoint.state.iteration == 2
+    assert checkpoint.state.budget.tool_calls == 3  # x, a and b ran; c never started
     assert store.recover(run_id) == checkpoint  # recovering twice adds nothing
 
     llm = ScriptedLLM([finish_response("done")])

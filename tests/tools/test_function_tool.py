@@ -6,10 +6,14 @@ import asyncio
 import threading
 from typing import Literal
 
+import pydantic
 import pytest
 from pydantic import BaseModel
 
 from sp4rk.tools import FunctionTool, RunContext, Tool, ToolError, ToolPolicy, ToolResult, tool
+from sp4rk.tools import input_model as input_model_module
+from sp4rk.tools.builtins import search_facts, store_fact, tool_result_read, update_checklist
+from sp4rk.tools.function import own_tool
 
 
 @tool
@@ -179,6 +183,68 @@ def test_signatures_that_cannot_be_described_are_rejected() -> None:
         tool(require_parameter_descriptions=True)(undocumented)
     with pytest.raises(ValueError, match="tool name"):
         tool(name="bad name!")(undocumented)
+
+
+class Opaque:
+    """A type pydantic knows nothing of."""
+
+
+def test_a_type_pydantic_cannot_validate_fails_where_the_tool_is_defined() -> None:
+    def takes_opaque(thing: Opaque) -> str:
+        return ""
+
+    with pytest.raises(pydantic.PydanticSchemaGenerationError):
+        tool(takes_opaque)
+
+
+@pytest.mark.parametrize("own", [update_checklist, store_fact, search_facts, tool_result_read])
+def test_own_tools_built_on_first_use_are_what_tool_builds(own: FunctionTool[..., object]) -> None:
+    twin = tool(name=own.name, untrusted=own.is_untrusted, traits=own.traits)(own.fn)
+    assert own.input_schema == twin.input_schema and own.input_schema["properties"]
+    assert own.description == twin.description != ""
+
+
+async def test_an_own_tool_is_built_once_by_the_first_of_many_threads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    builds: list[str] = []
+    first_entered, others_started = threading.Event(), threading.Event()
+    real_build = input_model_module.build_input_model
+
+    def slow_build(*args: object, **kwargs: object) -> input_model_module.InputModel:
+        builds.append(threading.current_thread().name)
+        first_entered.set()
+        others_started.wait()  # the other threads ask while this build is under way
+        return real_build(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(input_model_module, "build_input_model", slow_build)
+
+    @own_tool(name="shared")
+    def shared(n: int) -> int:
+        """Double a number.
+
+        Args:
+            n: the number.
+        """
+        return 2 * n
+
+    schemas: list[dict[str, object]] = []
+
+    def ask() -> None:
+        schemas.append(shared.input_schema)
+
+    first = threading.Thread(target=ask)
+    first.start()
+    first_entered.wait()
+    others = [threading.Thread(target=ask) for _ in range(4)]
+    for thread in others:
+        thread.start()
+    others_started.set()
+    for thread in (first, *others):
+        thread.join()
+    assert len(builds) == 1 and len(schemas) == 5
+    assert all(schema is schemas[0] for schema in schemas)
+    assert await shared.execute(RunContext(), '{"n": 4}') == ToolResult("8")
 
 
 async def test_cancelling_an_async_tool_propagates() -> None:

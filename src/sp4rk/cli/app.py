@@ -1,21 +1,24 @@
-"""The ``sp4rk`` command: its subcommands, their options and help, and exit statuses."""
+"""The ``sp4rk`` command: its subcommands, their options and help, and exit statuses.
+
+Each command imports its work (the agent, the store, the tools, the terminal view) when it
+runs, so that ``sp4rk --help``, ``sp4rk CMD --help`` and ``sp4rk --version`` load only click
+and the configuration's names (``bench/startup.py`` measures it).
+"""
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ParamSpec
+from typing import TYPE_CHECKING, Any, ParamSpec
 
 import click
 
 from sp4rk import __version__
-from sp4rk.cli import listing
-from sp4rk.cli.batch import batch
+from sp4rk.cli.batch_command import batch
 from sp4rk.cli.config import (
     APPROVE_MODES,
     FileConfig,
@@ -25,23 +28,12 @@ from sp4rk.cli.config import (
     stored_settings,
 )
 from sp4rk.cli.errors import EXIT_FINISHED, EXIT_USAGE, CommandError, UsageProblem
-from sp4rk.cli.models import Model, build_model
-from sp4rk.cli.session import Launch, announce, audit_path, drive, interactive
-from sp4rk.cli.toolset import builtin_registry, mcp_tools
-from sp4rk.cli.tracing import tracing
-from sp4rk.cli.view import JsonView, TextView, View
-from sp4rk.llm.pricing import PRICES_AS_OF
-from sp4rk.store import (
-    RunNotFoundError,
-    SQLiteRunStore,
-    StoreError,
-    default_store_path,
-    ended_by_accepted_finish,
-    open_store,
-    store_timeout,
-)
-from sp4rk.store.recovery import responses_with_finish
-from sp4rk.tools.builtins.finish import parse_finish_answer
+
+if TYPE_CHECKING:
+    from sp4rk.cli.models import Model
+    from sp4rk.cli.session import Launch
+    from sp4rk.cli.view import View
+    from sp4rk.store import SQLiteRunStore
 
 P = ParamSpec("P")
 #: Keys of the workspace configuration that a resumed run takes from the file (the rest
@@ -78,6 +70,8 @@ def _handled(fn: Callable[P, int]) -> Callable[P, int]:
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> int:
+        from sp4rk.store import RunNotFoundError, StoreError
+
         try:
             return fn(*args, **kwargs)
         except (CommandError, StoreError) as exc:
@@ -92,12 +86,16 @@ def _handled(fn: Callable[P, int]) -> Callable[P, int]:
 
 
 def _open_store(path: Path | None) -> SQLiteRunStore:
+    from sp4rk.store import SQLiteRunStore, default_store_path, store_timeout
+
     return SQLiteRunStore(
         path if path is not None else default_store_path(), timeout=store_timeout()
     )
 
 
 def _view(as_json: bool, quiet: bool) -> View:
+    from sp4rk.cli.view import JsonView, TextView
+
     return JsonView() if as_json else TextView(quiet=quiet)
 
 
@@ -289,6 +287,11 @@ def run(
     Exit status: 0 finished · 3 paused (resumable) · 4 ended unfinished (step limit,
     budget, breaker, gate) · 1 error (provider, configuration, store) · 2 usage error.
     """
+    import asyncio
+
+    from sp4rk.cli.session import Launch, announce, drive, interactive
+    from sp4rk.cli.tracing import tracing
+
     if not task.strip():
         raise UsageProblem('the task is empty: sp4rk run "what the agent should do"')
     folder = workspace.expanduser().resolve()
@@ -342,6 +345,9 @@ def _built(settings: Settings) -> Model:
     Raises:
         UsageProblem: ``--max-cost`` for a model whose price is unknown.
     """
+    from sp4rk.cli.models import build_model
+    from sp4rk.llm.pricing import PRICES_AS_OF
+
     built = build_model(
         settings.model, base_url=settings.base_url, context_tokens=settings.context_tokens
     )
@@ -395,6 +401,12 @@ def resume(
     outcome is unknown. The verify command and MCP servers come from the options and the
     workspace's configuration (the store never supplies a command to run).
     """
+    import asyncio
+
+    from sp4rk.cli.session import Launch, announce, drive, interactive
+    from sp4rk.cli.tracing import tracing
+    from sp4rk.store import ended_by_accepted_finish
+
     runs = _open_store(store)
     try:
         record = runs.get_run(run_id)
@@ -432,7 +444,7 @@ def resume(
             tracer.conversation_id = record.id
         if message:
             runs.queue_message(record.id, message)
-        checkpoint = runs.recover(record.id)
+        checkpoint = runs.recover(record.id, prices=built.prices(settings.price))
         launch = Launch(
             store=runs,
             record=record,
@@ -453,6 +465,9 @@ def resume(
 
 def _already_finished(launch: Launch) -> int:
     """A run whose process died between its accepted finish and marking it finished."""
+    from sp4rk.store.recovery import responses_with_finish
+    from sp4rk.tools.builtins.finish import parse_finish_answer
+
     assert launch.checkpoint is not None
     last = launch.checkpoint[-1]
     output = last.thought
@@ -495,6 +510,9 @@ def runs(as_json: bool, limit: int, store: str | None) -> int:
     Statuses: running · paused · finished · stopped (a limit or breaker ended it) ·
     failed (an error) · interrupted (its process died; resume it).
     """
+    from sp4rk.cli import listing
+    from sp4rk.store import default_store_path, open_store
+
     if store is None and not default_store_path().exists():
         listing.print_runs([], as_json=as_json)  # nothing has run here yet: create nothing
         return EXIT_FINISHED
@@ -509,6 +527,8 @@ def _existing(store: str | None) -> str:
     Raises:
         UsageProblem: a store file (or its default) that does not exist.
     """
+    from sp4rk.store import default_store_path
+
     target = store or str(default_store_path())
     path = target.removeprefix("sqlite://")
     if "://" not in path and not Path(path).expanduser().exists():
@@ -535,6 +555,10 @@ def show(run_id: str, as_json: bool, store: str | None) -> int:
       sp4rk show 1a2b3c4d
       sp4rk show 1a2b --json | jq '.steps | length'
     """
+    from sp4rk.cli import listing
+    from sp4rk.cli.session import audit_path
+    from sp4rk.store import SQLiteRunStore, open_store
+
     with open_store(_existing(store)) as opened:
         record = opened.get_run(run_id)
         closing = [s for _, _, steps in opened.closing_steps(record.id) for s in steps]
@@ -570,6 +594,12 @@ def tools(workspace: Path, as_json: bool) -> int:
     Each has a policy (always_allow, user_confirm: asks you first, always_deny) and
     traits (read_only, mutating, ...). MCP servers come from [mcp.NAME] in sp4rk.toml.
     """
+    import asyncio
+
+    from sp4rk.cli import listing
+    from sp4rk.cli.toolset import builtin_registry, mcp_tools
+    from sp4rk.cli.view import TextView
+
     folder = workspace.expanduser().resolve()
     if not folder.is_dir():
         raise UsageProblem(f"the workspace {folder} does not exist or is not a folder")

@@ -29,11 +29,13 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
-from sp4rk.agent import Budget
 from sp4rk.cli.errors import CommandError, UsageProblem
 from sp4rk.llm.pricing import ModelPrice, PriceTable
+
+if TYPE_CHECKING:
+    from sp4rk.agent import Budget
 
 Approve = Literal["ask", "auto", "never"]
 APPROVE_MODES: tuple[Approve, ...] = ("ask", "auto", "never")
@@ -107,6 +109,8 @@ class Settings:
 
     def budget(self, prices: PriceTable) -> Budget:
         """The run's :class:`~sp4rk.agent.Budget`, pricing its calls with ``prices``."""
+        from sp4rk.agent import Budget  # the command line's options load without the agent
+
         return Budget.from_limits(
             max_cost_usd=self.max_cost,
             max_tokens=self.max_tokens,

@@ -191,9 +191,12 @@ def _print_call(console: Console, head: str, step: Step) -> None:
             f" {one_line(step.action.input, 160)}",
         )
     )
-    if step.action.name == FINISH_TOOL_NAME and not step.observation:
-        return
     mark, style = ("✗", "red") if step.is_error else ("✓", "green")
+    if step.action.name == FINISH_TOOL_NAME:
+        if not step.observation:
+            return  # accepted: the answer is the run's output
+        if not step.is_error:  # the guard or a gate refused it (ended_by_accepted_finish)
+            mark, style = "✗", "yellow"
     line = headline(step.observation, step.is_error)
     console.print(Text.assemble((f"     {mark} ", style), one_line(line, 160)))
     for line in step.observation.splitlines():

@@ -593,7 +593,8 @@ class SQLRunStore:
 
         In one transaction: each response a crash cut short gets its closing steps (calls
         that started are answered "outcome unknown", never run again), the state counts
-        it — its tokens too, priced with ``prices`` (default: ``sp4rk.llm.pricing``'s), when
+        it — its tokens too, priced with ``prices`` (default: ``sp4rk.llm.pricing``'s; pass
+        the run's own, as its budget prices calls), and the tool calls that started, when
         the state was saved before it came — and messages still waiting are moved into the
         state's delivery queue.
 
@@ -609,9 +610,10 @@ class SQLRunStore:
             closed: list[Step] = []
             for group, step, response, steps in closing:
                 closed.extend(steps)
-                if state.response_groups < group:  # its usage is not in the saved state
+                if state.response_groups < group:  # its spending is not in the saved state
                     usage = response.usage
                     state.budget.add_call(usage, table.cost(response.model, usage))
+                    state.budget.tool_calls += self._calls_run(run_id, group)
                 state.iteration = max(state.iteration, step)
                 state.response_groups = max(state.response_groups, group)
             for _, text in pending:
@@ -633,6 +635,15 @@ class SQLRunStore:
                     [g for g, _, _, _ in closing],
                 )
         return Checkpoint(self.steps(run_id), state)
+
+    def _calls_run(self, run_id: str, group: int) -> int:
+        """Calls of a response that started (a budget counts each before it runs)."""
+        rows = self._query(
+            "SELECT COUNT(*) FROM tool_calls WHERE run_id = ? AND response_group = ? "
+            "AND status IN ('started', 'interrupted', 'completed')",
+            (run_id, group),
+        )
+        return int(rows[0][0])
 
     def _mark_not_run(
         self, db: Transaction, run_id: str, closing: list[tuple[int, int, list[Step]]]

@@ -12,6 +12,12 @@ before the function runs; the input is parsed within safety limits first
 
 A first parameter annotated ``RunContext`` receives the run's context and is not part of the
 schema. Sync functions run in a worker thread so they never block the event loop.
+
+The description and the pydantic model come from :mod:`sp4rk.tools.input_model`, loaded with
+the first tool built, so that importing sp4rk (the executor included) loads neither pydantic
+nor docstring_parser. ``@tool`` builds them at decoration, so a signature or a type that
+cannot become a schema fails where the tool is defined. sp4rk's own tools that load with the
+executor (``own_tool``) build them on first use instead.
 """
 
 from __future__ import annotations
@@ -19,28 +25,33 @@ from __future__ import annotations
 import asyncio
 import inspect
 import re
+import threading
 from collections.abc import Awaitable, Callable
-from typing import Any, Generic, ParamSpec, TypeVar, cast, get_type_hints, overload
-
-import docstring_parser
-import pydantic
-import pydantic_core
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, ParamSpec, TypeVar, cast, overload
 
 from sp4rk.tools.base import ToolError, ToolPolicy, ToolResult, ToolTraits, parse_error_result
 from sp4rk.tools.context import RunContext
 from sp4rk.tools.tool_input import parse_tool_input
 
+if TYPE_CHECKING:
+    from sp4rk.tools.input_model import InputModel
+
 P = ParamSpec("P")
 R = TypeVar("R")
 
-_ANY: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(Any)
 #: What providers accept as a tool name.
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+#: Serialises the builds of tools built on first use: a module-level tool may be first used
+#: by several threads at once (each with its own event loop), and each must get the same model.
+_BUILD_LOCK = threading.RLock()
 
 
 class FunctionTool(Generic[P, R]):
     """A tool backed by a Python function; calling the object calls the function directly."""
+
+    #: Build the description and input model in the constructor (a bad signature fails where
+    #: the tool is defined), or on first use (``own_tool``).
+    _BUILT_AT_DEFINITION: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -68,14 +79,22 @@ class FunctionTool(Generic[P, R]):
         if traits is not None and read_only and not traits.read_only:
             raise ValueError("read_only=True contradicts traits.read_only=False; pass one")
         self.traits: ToolTraits = traits or ToolTraits(read_only=read_only)
-        doc = docstring_parser.parse(inspect.getdoc(fn) or "")
-        self.description: str = description if description is not None else _describe(doc)
-        self._takes_ctx, self._model = _input_model(
-            fn, self.name, doc, require_parameter_descriptions
-        )
-        self.input_schema: dict[str, Any] = _clean_schema(self._model.model_json_schema())
-        self._fields = tuple(self._model.model_fields)
         self._is_async = inspect.iscoroutinefunction(fn)
+        self._description = description
+        self._require_docs = require_parameter_descriptions
+        self._input: InputModel | None = None
+        if self._BUILT_AT_DEFINITION:
+            self._input = self._build()
+
+    @property
+    def description(self) -> str:
+        """What the tool does, for the model: ``description=``, else from the docstring."""
+        return (self._input or self._build_once()).description
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        """JSON schema of the tool's input object, from the parameters' type hints."""
+        return (self._input or self._build_once()).schema
 
     @property
     def read_only(self) -> bool:
@@ -95,12 +114,12 @@ class FunctionTool(Generic[P, R]):
             raw = parse_tool_input(input)
         except ValueError as exc:
             return parse_error_result(str(exc))
+        built = self._input or self._build_once()
         try:
-            parsed = self._model.model_validate(raw)
-        except ValidationError as exc:
-            return parse_error_result(_format_validation_error(exc))
-        kwargs = {k: getattr(parsed, k) for k in self._fields}
-        args: tuple[Any, ...] = (ctx,) if self._takes_ctx else ()
+            kwargs = built.arguments(raw)
+        except ValueError as exc:
+            return parse_error_result(str(exc))
+        args: tuple[Any, ...] = (ctx,) if built.takes_ctx else ()
         fn = cast("Callable[..., Any]", self.fn)
         try:
             if self._is_async:
@@ -110,6 +129,24 @@ class FunctionTool(Generic[P, R]):
         except ToolError as exc:
             return ToolResult(str(exc), is_error=True)
         return _to_result(value, self.name)
+
+    def _build(self) -> InputModel:
+        from sp4rk.tools.input_model import build_input_model  # pydantic: see the module doc
+
+        return build_input_model(self.fn, self.name, self._description, self._require_docs)
+
+    def _build_once(self) -> InputModel:
+        """The description and input model, built once, whichever thread asks first."""
+        with _BUILD_LOCK:
+            if self._input is None:
+                self._input = self._build()
+            return self._input
+
+
+class _OwnTool(FunctionTool[P, R]):
+    """One of sp4rk's own tools, built on first use (its signature is tested, not the user's)."""
+
+    _BUILT_AT_DEFINITION = False
 
 
 @overload
@@ -176,91 +213,21 @@ def tool(
     return wrap if fn is None else wrap(fn)
 
 
-def _describe(doc: docstring_parser.Docstring) -> str:
-    parts = [p for p in (doc.short_description, doc.long_description) if p]
-    if doc.returns and doc.returns.description:
-        parts.append(f"Returns: {doc.returns.description}")
-    return "\n\n".join(parts)
+def own_tool(
+    *, name: str, untrusted: bool = False, traits: ToolTraits | None = None
+) -> Callable[[Callable[P, R]], FunctionTool[P, R]]:
+    """``@tool`` for sp4rk's own module-level tools, which load with the executor.
 
+    The same tool, but its description and pydantic model are built on first use (listed to
+    a model, or called), so that importing the executor loads neither pydantic nor
+    docstring_parser. Not for users' tools: those must fail at definition when their
+    signature cannot become a schema. Each own tool's schema is built in the tests.
+    """
 
-def _input_model(
-    fn: Callable[..., Any], tool_name: str, doc: docstring_parser.Docstring, require_docs: bool
-) -> tuple[bool, type[BaseModel]]:
-    try:
-        hints = _parameter_hints(fn)
-    except NameError as exc:
-        raise TypeError(
-            f"tool {tool_name!r}: cannot resolve a parameter type hint ({exc}); define the "
-            "types the tool uses at module level"
-        ) from exc
-    param_docs = {p.arg_name: p.description or "" for p in doc.params}
-    fields: dict[str, Any] = {}
-    takes_ctx = False
-    for index, param in enumerate(inspect.signature(fn).parameters.values()):
-        annotation = hints.get(param.name, Any)
-        if annotation is RunContext:
-            if index != 0:
-                raise TypeError(
-                    f"tool {tool_name!r}: the RunContext parameter {param.name!r} must come first"
-                )
-            takes_ctx = True
-            continue
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            raise TypeError(
-                f"tool {tool_name!r}: *args and **kwargs cannot be described to a model; "
-                "declare each parameter"
-            )
-        description = param_docs.get(param.name, "")
-        if require_docs and not description:
-            raise TypeError(
-                f"tool {tool_name!r}: parameter {param.name!r} has no description in the "
-                "docstring's Args section"
-            )
-        default = ... if param.default is param.empty else param.default
-        fields[param.name] = (annotation, Field(default, description=description or None))
-    model_name = "".join(part.capitalize() for part in tool_name.replace("-", "_").split("_"))
-    model = pydantic.create_model(
-        f"{model_name}Input", __config__=ConfigDict(extra="forbid"), **fields
-    )
-    return takes_ctx, model
+    def wrap(f: Callable[P, R]) -> FunctionTool[P, R]:
+        return _OwnTool(f, name=name, untrusted=untrusted, traits=traits)
 
-
-def _parameter_hints(fn: Callable[..., Any]) -> dict[str, Any]:
-    """Resolved parameter annotations; the return annotation is not needed, nor evaluated."""
-    annotations = dict(getattr(fn, "__annotations__", {}))
-    annotations.pop("return", None)
-
-    def shim() -> None: ...
-
-    shim.__annotations__ = annotations
-    return get_type_hints(shim, globalns=getattr(fn, "__globals__", None), include_extras=True)
-
-
-def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """Drop pydantic's auto-generated ``title`` keys: noise to a model."""
-
-    def clean(node: Any, in_properties: bool = False) -> Any:
-        if isinstance(node, dict):
-            return {
-                k: clean(v, in_properties=(k == "properties"))
-                for k, v in node.items()
-                if in_properties or k != "title"
-            }
-        if isinstance(node, list):
-            return [clean(v) for v in node]
-        return node
-
-    cleaned: dict[str, Any] = clean(schema)
-    cleaned.setdefault("properties", {})
-    return cleaned
-
-
-def _format_validation_error(exc: ValidationError) -> str:
-    problems = []
-    for err in exc.errors(include_url=False):
-        where = ".".join(str(p) for p in err["loc"]) or "input"
-        problems.append(f"{where}: {err['msg']}")
-    return "; ".join(problems)
+    return wrap
 
 
 def _to_result(value: Any, tool_name: str) -> ToolResult:
@@ -270,11 +237,13 @@ def _to_result(value: Any, tool_name: str) -> ToolResult:
         return ToolResult("")
     if isinstance(value, str):
         return ToolResult(value)
-    try:
-        return ToolResult(_ANY.dump_json(value).decode())
-    except pydantic_core.PydanticSerializationError:
+    from sp4rk.tools.input_model import to_json  # loaded already: the tool was built
+
+    text = to_json(value)
+    if text is None:
         return ToolResult(
             f"tool {tool_name!r} returned a {type(value).__name__}, which cannot be shown to the "
             "model; return str, ToolResult, or JSON-serialisable data",
             is_error=True,
         )
+    return ToolResult(text)

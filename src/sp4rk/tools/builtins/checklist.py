@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from sp4rk.tools.base import ToolError, ToolTraits
 from sp4rk.tools.context import RunContext
-from sp4rk.tools.function import tool
+from sp4rk.tools.function import own_tool
 
 _ITEM = re.compile(r"^- \[([ x])\] (.+)$")
 
@@ -49,7 +49,7 @@ def parse_checklist(todo_list: str) -> tuple[list[ChecklistItem], list[str]]:
     return items, errors
 
 
-@tool(
+@own_tool(
     name="update_checklist", traits=ToolTraits(cacheable=False, brief_results=True, internal=True)
 )
 def update_checklist(ctx: RunContext, todo_list: str, step_id: str = "") -> str:

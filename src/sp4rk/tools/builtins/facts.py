@@ -6,7 +6,7 @@ import re
 
 from sp4rk.tools.base import ToolError, ToolTraits
 from sp4rk.tools.context import RunContext
-from sp4rk.tools.function import tool
+from sp4rk.tools.function import own_tool
 from sp4rk.tools.stores import Fact
 
 _NAMES = r"(?:api[_-]?key|key|password|passwd|token|secret|access[_-]?key|auth)"
@@ -29,7 +29,7 @@ def find_secret(text: str) -> str:
     return ""
 
 
-@tool(name="store_fact", traits=ToolTraits(cacheable=False, brief_results=True, internal=True))
+@own_tool(name="store_fact", traits=ToolTraits(cacheable=False, brief_results=True, internal=True))
 def store_fact(ctx: RunContext, keywords: list[str], content: str) -> str:
     """Save a finding so it survives context compaction; find it again with search_facts.
 
@@ -56,7 +56,7 @@ def store_fact(ctx: RunContext, keywords: list[str], content: str) -> str:
     return "Fact stored with keywords: " + ", ".join(words)
 
 
-@tool(name="search_facts", traits=ToolTraits(read_only=True, cacheable=False))
+@own_tool(name="search_facts", traits=ToolTraits(read_only=True, cacheable=False))
 def search_facts(ctx: RunContext, keywords: list[str]) -> str:
     """Find facts saved earlier with store_fact.
 

@@ -16,7 +16,7 @@ import json
 from sp4rk._internal.untrusted import wrap_untrusted_content
 from sp4rk.tools.base import ToolError, ToolResult, ToolTraits, own_error
 from sp4rk.tools.context import RunContext
-from sp4rk.tools.function import tool
+from sp4rk.tools.function import own_tool
 
 #: Lines per page when the tool has no ``max_lines`` limit of its own.
 DEFAULT_PAGE_LINES = 500
@@ -34,7 +34,7 @@ PATTERN_TIMEOUT = 10.0
 _RG_MAX_OUTPUT_BYTES = 8 * 1024 * 1024
 
 
-@tool(
+@own_tool(
     name="tool_result_read",
     untrusted=True,
     traits=ToolTraits(read_only=True, cacheable=False, reads_workspace=True),
