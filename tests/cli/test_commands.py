@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from sp4rk.cli import main
+from sp4rk.cli.errors import EXIT_ERROR
 from sp4rk.store import SQLiteRunStore
 from tests.cli.helpers import (
     SP4RK,
@@ -180,6 +181,19 @@ def test_help_and_version_load_none_of_the_work(argv: list[str]) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, env=command_env(), check=True
     )
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_command_without_rich_says_which_extra_to_install() -> None:
+    code = (
+        "import sys\nsys.modules['rich'] = None\nfrom sp4rk.cli import main\n"
+        "raise SystemExit(main(['runs']))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=command_env()
+    )
+    assert out.returncode == EXIT_ERROR, out.stderr
+    assert "needs the cli extra: pip install 'sp4rk[cli]'" in out.stderr
+    assert "Traceback" not in out.stderr
 
 
 def test_the_batch_commands_approvals_are_the_batch_runners() -> None:

@@ -11,6 +11,7 @@ import pytest
 from pydantic import BaseModel
 
 from sp4rk.tools import FunctionTool, RunContext, Tool, ToolError, ToolPolicy, ToolResult, tool
+from sp4rk.tools import function as function_module
 from sp4rk.tools import input_model as input_model_module
 from sp4rk.tools.builtins import search_facts, store_fact, tool_result_read, update_checklist
 from sp4rk.tools.function import own_tool
@@ -207,17 +208,37 @@ def test_own_tools_built_on_first_use_are_what_tool_builds(own: FunctionTool[...
 async def test_an_own_tool_is_built_once_by_the_first_of_many_threads(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    threads = 5
     builds: list[str] = []
-    first_entered, others_started = threading.Event(), threading.Event()
+    arrived = 0
+    counted = threading.Condition()
+
+    class CountingLock:
+        """The build lock, counting the threads that reached it."""
+
+        def __init__(self) -> None:
+            self.inner = threading.RLock()
+
+        def __enter__(self) -> None:
+            nonlocal arrived
+            with counted:
+                arrived += 1
+                counted.notify_all()
+            self.inner.acquire()
+
+        def __exit__(self, *exc: object) -> None:
+            self.inner.release()
+
     real_build = input_model_module.build_input_model
 
     def slow_build(*args: object, **kwargs: object) -> input_model_module.InputModel:
         builds.append(threading.current_thread().name)
-        first_entered.set()
-        others_started.wait()  # the other threads ask while this build is under way
+        with counted:  # every thread asks while this build is under way
+            assert counted.wait_for(lambda: arrived == threads, timeout=10), arrived
         return real_build(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(input_model_module, "build_input_model", slow_build)
+    monkeypatch.setattr(function_module, "_BUILD_LOCK", CountingLock())
 
     @own_tool(name="shared")
     def shared(n: int) -> int:
@@ -233,18 +254,27 @@ async def test_an_own_tool_is_built_once_by_the_first_of_many_threads(
     def ask() -> None:
         schemas.append(shared.input_schema)
 
-    first = threading.Thread(target=ask)
-    first.start()
-    first_entered.wait()
-    others = [threading.Thread(target=ask) for _ in range(4)]
-    for thread in others:
+    workers = [threading.Thread(target=ask) for _ in range(threads)]
+    for thread in workers:
         thread.start()
-    others_started.set()
-    for thread in (first, *others):
-        thread.join()
-    assert len(builds) == 1 and len(schemas) == 5
+    for thread in workers:
+        thread.join(timeout=30)
+    assert len(builds) == 1 and len(schemas) == threads
     assert all(schema is schemas[0] for schema in schemas)
     assert await shared.execute(RunContext(), '{"n": 4}') == ToolResult("8")
+
+
+def test_a_tools_description_and_schema_can_still_be_replaced() -> None:
+    @tool
+    def ping(host: str) -> str:
+        """Ping a host."""
+        return host
+
+    ping.description = "Ping one host, once."
+    ping.input_schema = {**ping.input_schema, "additionalProperties": False}
+    assert ping.description == "Ping one host, once."
+    assert ping.input_schema["additionalProperties"] is False
+    assert ping.input_schema["properties"] == {"host": {"type": "string"}}
 
 
 async def test_cancelling_an_async_tool_propagates() -> None:

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from collections.abc import Sequence
 
@@ -28,10 +29,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         from sp4rk.cli.app import invoke
     except ImportError as exc:
-        sys.stderr.write(
-            f"sp4rk: the command line needs the cli extra: pip install 'sp4rk[cli]' ({exc})\n"
-        )
-        return EXIT_ERROR
+        return _needs_cli_extra(str(exc))
+    # The commands import rich when they run (``--help`` stays light): check it is there.
+    if importlib.util.find_spec("rich") is None:
+        return _needs_cli_extra("No module named 'rich'")
     try:
         result = invoke(list(argv) if argv is not None else None)
     except click.ClickException as exc:
@@ -43,6 +44,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write("sp4rk: interrupted before the run started (`sp4rk runs` lists runs)\n")
         return EXIT_INTERRUPTED
     return result if isinstance(result, int) else EXIT_FINISHED
+
+
+def _needs_cli_extra(why: str) -> int:
+    sys.stderr.write(
+        f"sp4rk: the command line needs the cli extra: pip install 'sp4rk[cli]' ({why})\n"
+    )
+    return EXIT_ERROR
 
 
 __all__ = [

@@ -2,7 +2,8 @@
 
 Each command imports its work (the agent, the store, the tools, the terminal view) when it
 runs, so that ``sp4rk --help``, ``sp4rk CMD --help`` and ``sp4rk --version`` load only click
-and the configuration's names (``bench/startup.py`` measures it).
+and the configuration's names (``bench/startup.py`` times ``sp4rk --help``; a test pins what
+each of them loads).
 """
 
 from __future__ import annotations

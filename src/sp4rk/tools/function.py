@@ -23,6 +23,7 @@ executor (``own_tool``) build them on first use instead.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import re
 import threading
@@ -91,10 +92,19 @@ class FunctionTool(Generic[P, R]):
         """What the tool does, for the model: ``description=``, else from the docstring."""
         return (self._input or self._build_once()).description
 
+    @description.setter
+    def description(self, text: str) -> None:
+        self._input = dataclasses.replace(self._input or self._build_once(), description=text)
+
     @property
     def input_schema(self) -> dict[str, Any]:
         """JSON schema of the tool's input object, from the parameters' type hints."""
         return (self._input or self._build_once()).schema
+
+    @input_schema.setter
+    def input_schema(self, schema: dict[str, Any]) -> None:
+        """Replace the schema the model is shown (inputs are still checked by the signature)."""
+        self._input = dataclasses.replace(self._input or self._build_once(), schema=schema)
 
     @property
     def read_only(self) -> bool:
