@@ -29,6 +29,7 @@ from sp4rk.store import (
 )
 from sp4rk.store.postgres import redact
 from sp4rk.store.schema import MIGRATIONS, VERSION_TABLE
+from tests.store.test_archive import CALLS, is_archived, result_text, run_once
 from tests.store.test_store import appending, run_with_store
 
 
@@ -194,3 +195,17 @@ def test_postgres_store_is_a_sql_store(postgres_url: str) -> None:
     with open_store(postgres_url) as opened:
         assert isinstance(opened, PostgresRunStore)
         assert "search_path" in opened.location
+
+
+async def test_archived_observations_read_back_on_either_store(store: SQLRunStore) -> None:
+    result, _, run_id = await run_once(store)  # type: ignore[arg-type]
+    archived = [s for s in result.steps if is_archived(s)]
+    assert len(archived) > CALLS // 2
+    for i, step in enumerate(result.steps[:CALLS]):
+        assert step.observation == result_text(f"k{i}")
+    # From a tool's worker thread, while the loop's thread also reads (statements in turn).
+    texts = await asyncio.gather(
+        *(asyncio.to_thread(lambda s=s: s.observation) for s in archived[:8]),
+        asyncio.to_thread(store.steps, run_id),
+    )
+    assert texts[:8] == [result_text(f"k{i}") for i in range(8)]
