@@ -7,6 +7,7 @@ lists this command without loading the batch machinery, the agent or the stores.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -110,23 +111,7 @@ APPROVE_MODES = ("never", "auto")
 )
 @click.option("--json", "as_json", is_flag=True, help="The report as JSON on stdout.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress; only the report.")
-def batch(
-    tasks: Path,
-    out: Path,
-    store: str | None,
-    concurrency: int,
-    model: str | None,
-    base_url: str,
-    max_steps: int,
-    approve: str,
-    system: Path | None,
-    work_dir: Path | None,
-    retries: int,
-    ray_address: str | None,
-    ray_cpus: float,
-    as_json: bool,
-    quiet: bool,
-) -> int:
+def batch(tasks: Path, out: Path, **options: Any) -> int:
     """Run every task of TASKS.jsonl, each in its own copy of its workspace; write RESULTS.
 
     \b
@@ -151,20 +136,4 @@ def batch(
     """
     from sp4rk.cli.batch import run_command
 
-    return run_command(
-        tasks,
-        out,
-        store=store,
-        concurrency=concurrency,
-        model=model,
-        base_url=base_url,
-        max_steps=max_steps,
-        approve=approve,
-        system=system,
-        work_dir=work_dir,
-        retries=retries,
-        ray_address=ray_address,
-        ray_cpus=ray_cpus,
-        as_json=as_json,
-        quiet=quiet,
-    )
+    return run_command(tasks, out, **options)  # keyword-only there: a missing one fails
